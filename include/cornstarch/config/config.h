@@ -1,0 +1,229 @@
+// The run configuration: YAML mapped one-to-one onto these structs. Each struct lists its fields once, in
+// `Fields(f)`, with the key, the member and a one-line doc; parsing, unknown-key detection, `--set` overrides,
+// printing and the configuration reference are all driven by that list. The member initialisers are the defaults.
+// All semantic checks live in Validate() (config.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cornstarch {
+
+struct ProjectorConfig {
+  std::string type = "mlp";
+  bool frozen = false;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("type", type, "Projector from encoder to LLM width: 'linear', or 'mlp' (Linear, GELU, Linear).");
+    f("frozen", frozen, "Freeze the projector: no gradients, no optimizer state.");
+  }
+};
+
+// One modality encoder with its projector. `name` is its key under model.encoders and names its layers
+// (encoder.<name>.block.3) and placeholder tokens.
+struct EncoderConfig {
+  std::string name;
+  std::string type = "vision";
+  int64_t hidden_size = 64;
+  int64_t num_layers = 2;
+  int64_t num_heads = 4;
+  int64_t intermediate_size = 256;
+  double layer_norm_eps = 1e-5;
+  int64_t image_size = 32;
+  int64_t patch_size = 8;
+  int64_t num_channels = 3;
+  int64_t num_mel_bins = 16;
+  int64_t num_frames = 32;
+  bool frozen = false;
+  ProjectorConfig projector;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("type", type, "Encoder architecture: 'vision' (patch embedding + ViT blocks) or 'audio' (two 1-D convs + "
+                    "Whisper-encoder blocks).");
+    f("hidden_size", hidden_size, "Width of the encoder's transformer blocks.");
+    f("num_layers", num_layers, "Number of transformer blocks.");
+    f("num_heads", num_heads, "Attention heads; must divide hidden_size.");
+    f("intermediate_size", intermediate_size, "Hidden width of each block's GELU MLP.");
+    f("layer_norm_eps", layer_norm_eps, "Epsilon of the encoder's LayerNorms.");
+    f("image_size", image_size, "vision: square input resolution in pixels; a multiple of patch_size.");
+    f("patch_size", patch_size, "vision: square patch side in pixels; one token per patch.");
+    f("num_channels", num_channels, "vision: input channels.");
+    f("num_mel_bins", num_mel_bins, "audio: mel bins per input frame.");
+    f("num_frames", num_frames, "audio: input frames; even, since the second conv has stride 2.");
+    f("frozen", frozen, "Freeze the encoder: no gradients, no optimizer state, and no autograd graph when nothing "
+                        "before it trains.");
+    f("projector", projector, "The projector that maps this encoder's features to the LLM's width.");
+  }
+};
+
+// Decoder LLM of Llama/Qwen2 shape: RMSNorm, RoPE, SwiGLU MLP, grouped-query attention.
+struct LlmConfig {
+  int64_t vocab_size = 256;
+  int64_t hidden_size = 128;
+  int64_t num_layers = 4;
+  int64_t num_heads = 4;
+  int64_t num_kv_heads = 2;
+  int64_t intermediate_size = 352;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  bool frozen = false;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("vocab_size", vocab_size, "Vocabulary size, special and placeholder tokens included.");
+    f("hidden_size", hidden_size, "Model width.");
+    f("num_layers", num_layers, "Number of decoder blocks.");
+    f("num_heads", num_heads, "Query heads; must divide hidden_size, and head_dim must be even for RoPE.");
+    f("num_kv_heads", num_kv_heads, "Key/value heads (grouped-query attention); must divide num_heads.");
+    f("intermediate_size", intermediate_size, "Hidden width of the SwiGLU MLP.");
+    f("rope_theta", rope_theta, "RoPE base frequency.");
+    f("rms_norm_eps", rms_norm_eps, "Epsilon of the RMSNorms.");
+    f("frozen", frozen, "Freeze the LLM (embeddings, blocks, head).");
+  }
+};
+
+struct ModelConfig {
+  LlmConfig llm;
+  std::vector<EncoderConfig> encoders;
+  double init_std = 0.02;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("llm", llm, "The decoder LLM.");
+    f("encoders", encoders, "Modality encoders by name, in order; each feeds its projected features to the LLM.");
+    f("init_std", init_std, "Standard deviation of the normal init of linear and embedding weights.");
+  }
+};
+
+// Degrees of parallelism; their product must equal the number of ranks.
+struct ParallelConfig {
+  int64_t pp = 1;
+  int64_t cp = 1;
+  int64_t dp = 1;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("pp", pp, "Pipeline-parallel degree. 1 means disabled.");
+    f("cp", cp, "Context-parallel degree. 1 means disabled.");
+    f("dp", dp, "Data-parallel degree. 1 means disabled.");
+  }
+};
+
+struct OptimizerConfig {
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  int64_t warmup_steps = 20;
+  std::string decay = "cosine";
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("lr", lr, "Peak learning rate, reached at the end of warm-up.");
+    f("min_lr", min_lr, "Learning rate at the last step (cosine/linear decay).");
+    f("warmup_steps", warmup_steps, "Steps of linear warm-up from 0 to lr.");
+    f("decay", decay, "Decay after warm-up: 'cosine', 'linear' or 'constant'.");
+    f("beta1", beta1, "AdamW first-moment decay.");
+    f("beta2", beta2, "AdamW second-moment decay.");
+    f("eps", eps, "AdamW denominator epsilon.");
+    f("weight_decay", weight_decay, "Decoupled weight decay, applied to matrices only (not norms or biases).");
+  }
+};
+
+struct TrainConfig {
+  int64_t steps = 200;
+  int64_t global_batch_size = 16;
+  int64_t micro_batch_size = 8;
+  int64_t seed = 0;
+  double grad_clip_norm = 1.0;
+  int64_t num_threads = 0;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("steps", steps, "Optimizer steps to run.");
+    f("global_batch_size", global_batch_size, "Sequences per optimizer step, over all data-parallel ranks.");
+    f("micro_batch_size", micro_batch_size, "Sequences per forward/backward; the rest is gradient accumulation.");
+    f("seed", seed, "Seed of weight init and data; equal seeds give identical runs.");
+    f("grad_clip_norm", grad_clip_norm, "Clip the global gradient norm to this value; 0 disables clipping.");
+    f("num_threads", num_threads, "Intra-op CPU threads; 0 uses every core.");
+  }
+};
+
+// Deterministic synthetic multimodal data: each sample shows one instance per encoder, drawn around a random
+// class prototype, and its answer tokens name those classes, so only a model that reads the modalities can
+// predict them.
+struct DataConfig {
+  std::string type = "synthetic";
+  int64_t seq_len = 64;
+  int64_t num_classes = 8;
+  double noise_std = 1.0;
+  int64_t min_prompt_tokens = 1;
+  int64_t max_prompt_tokens = 8;
+  bool zero_modality_inputs = false;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("type", type, "Dataset: 'synthetic'.");
+    f("seq_len", seq_len, "Tokens per sequence, modality placeholders included; shorter samples are padded.");
+    f("num_classes", num_classes, "synthetic: classes per modality; each encoder input is a noisy class prototype.");
+    f("noise_std", noise_std, "synthetic: standard deviation of the noise around the class prototype.");
+    f("min_prompt_tokens", min_prompt_tokens, "synthetic: fewest random prompt tokens before the modalities.");
+    f("max_prompt_tokens", max_prompt_tokens, "synthetic: most random prompt tokens before the modalities.");
+    f("zero_modality_inputs", zero_modality_inputs,
+      "synthetic: feed zeros instead of the images/audio (an ablation: the loss must then stay high).");
+  }
+};
+
+struct LoggingConfig {
+  std::string level = "info";
+  int64_t interval = 10;
+  std::string metrics_path = "runs/metrics.jsonl";
+
+  template <class F>
+  void Fields(F&& f) {
+    f("level", level, "Log level: trace, debug, info, warn or error.");
+    f("interval", interval, "Print the per-step line every this many steps (and at the first and last step).");
+    f("metrics_path", metrics_path, "JSONL file with one object per step; empty disables it.");
+  }
+};
+
+struct Config {
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainConfig train;
+  OptimizerConfig optimizer;
+  DataConfig data;
+  LoggingConfig logging;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("model", model, "Model architecture and freezing.");
+    f("parallel", parallel, "Parallel layout.");
+    f("train", train, "Training loop.");
+    f("optimizer", optimizer, "AdamW and learning-rate schedule.");
+    f("data", data, "Training data.");
+    f("logging", logging, "Logs and metrics.");
+  }
+};
+
+// Parses YAML text (`source` names it in errors), applies "key.path=value" overrides on top, checks that every key
+// is known and every value has the right type, then runs Validate. Throws cornstarch::Error naming the key path
+// (or file:line for malformed YAML).
+Config ParseConfig(const std::string& yaml_text, const std::string& source,
+                   const std::vector<std::string>& overrides = {});
+
+// Reads `path` and parses it as above; a missing file is an Error naming it.
+Config LoadConfig(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Semantic checks across fields. Throws Error("<key.path>: <what was expected>, got <value>").
+void Validate(const Config& config);
+
+// The config as YAML, every field included: what the run actually uses.
+std::string ToYaml(const Config& config);
+
+}  // namespace cornstarch

@@ -1,0 +1,146 @@
+#include <catch2/catch.hpp>
+
+#include "cornstarch/config/config.h"
+#include "cornstarch/util/check.h"
+
+using cornstarch::Config;
+using cornstarch::Error;
+using cornstarch::ParseConfig;
+
+namespace {
+
+const char* kBase = R"(
+model:
+  encoders:
+    vision:
+      type: vision
+    audio:
+      type: audio
+)";
+
+std::string ErrorOf(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    ParseConfig(yaml, "test.yaml", overrides);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+TEST_CASE("defaults fill every field the YAML leaves out", "[config]") {
+  const Config c = ParseConfig(kBase, "test.yaml");
+  const Config defaults;
+  CHECK(c.model.llm.hidden_size == defaults.model.llm.hidden_size);
+  CHECK(c.model.llm.num_kv_heads == 2);
+  CHECK(c.optimizer.decay == "cosine");
+  CHECK(c.train.micro_batch_size == 8);
+  REQUIRE(c.model.encoders.size() == 2);
+  // Order follows the YAML, not the alphabet.
+  CHECK(c.model.encoders[0].name == "vision");
+  CHECK(c.model.encoders[1].name == "audio");
+  CHECK(c.model.encoders[1].type == "audio");
+  CHECK(c.model.encoders[1].projector.type == "mlp");
+  CHECK(c.parallel.pp == 1);
+}
+
+TEST_CASE("--set overrides win over the file and reach nested sections", "[config]") {
+  const Config c = ParseConfig(kBase, "test.yaml",
+                               {"model.llm.hidden_size=256", "model.encoders.vision.frozen=true",
+                                "optimizer.lr=1e-4", "optimizer.min_lr=0", "logging.metrics_path=",
+                                "model.encoders.vision.projector.type=linear"});
+  CHECK(c.model.llm.hidden_size == 256);
+  CHECK(c.model.encoders[0].frozen);
+  CHECK_FALSE(c.model.encoders[1].frozen);
+  CHECK(c.model.encoders[0].projector.type == "linear");
+  CHECK(c.optimizer.lr == Approx(1e-4));
+  CHECK(c.logging.metrics_path.empty());
+}
+
+TEST_CASE("ToYaml writes every field and reads back to the same config", "[config]") {
+  const Config c = ParseConfig(kBase, "test.yaml", {"optimizer.eps=1e-7", "train.seed=42"});
+  const std::string yaml = cornstarch::ToYaml(c);
+  CHECK(yaml.find("rope_theta: 10000.0") != std::string::npos);
+  CHECK(yaml.find("eps: 1e-07") != std::string::npos);
+  const Config back = ParseConfig(yaml, "roundtrip.yaml");
+  CHECK(cornstarch::ToYaml(back) == yaml);
+  CHECK(back.train.seed == 42);
+}
+
+TEST_CASE("bad configs name the key, what was expected and what was found", "[config]") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"model.llm.num_heads=3"}, "model.llm.num_heads: must divide hidden_size=128, got 3"},
+      {{"model.llm.num_kv_heads=3"}, "model.llm.num_kv_heads: must divide num_heads=4, got 3"},
+      {{"model.llm.num_heads=128"},
+       "model.llm.num_heads: must leave an even head_dim for RoPE (hidden_size=128), got 128"},
+      {{"model.llm.hidden_sise=3"}, "model.llm.hidden_sise: unknown key; did you mean 'hidden_size'?"},
+      {{"train.stepz=3"}, "train.stepz: unknown key; did you mean 'steps'?"},
+      {{"model.llm.foo=1"},
+       "model.llm.foo: unknown key; expected one of: vocab_size, hidden_size, num_layers, num_heads, num_kv_heads, "
+       "intermediate_size, rope_theta, rms_norm_eps, frozen"},
+      {{"model.llm.vocab_size=abc"}, "model.llm.vocab_size: expected an integer, got 'abc'"},
+      {{"model.llm.vocab_size=2.5"}, "model.llm.vocab_size: expected an integer, got '2.5'"},
+      {{"optimizer.lr=fast"}, "optimizer.lr: expected a number, got 'fast'"},
+      {{"model.llm.frozen=maybe"}, "model.llm.frozen: expected true or false, got 'maybe'"},
+      {{"model.encoders.vision.type=video"},
+       "model.encoders.vision.type: must be one of 'vision', 'audio', got 'video'"},
+      {{"model.encoders.vision.image_size=30"},
+       "model.encoders.vision.image_size: must be a multiple of patch_size=8, got 30"},
+      {{"model.encoders.audio.num_frames=31"},
+       "model.encoders.audio.num_frames: must be even and at least 2 (the second conv has stride 2), got 31"},
+      {{"model.encoders.vision.projector.type=conv"},
+       "model.encoders.vision.projector.type: must be one of 'linear', 'mlp', got 'conv'"},
+      {{"model.encoders.audio.num_heads=5"}, "model.encoders.audio.num_heads: must divide hidden_size=64, got 5"},
+      {{"optimizer.lr=0"}, "optimizer.lr: must be positive, got 0"},
+      {{"optimizer.min_lr=1"}, "optimizer.min_lr: must be in [0, lr=0.003], got 1"},
+      {{"optimizer.beta2=1"}, "optimizer.beta2: must be in [0, 1), got 1"},
+      {{"optimizer.decay=exp"}, "optimizer.decay: must be one of 'cosine', 'linear', 'constant', got 'exp'"},
+      {{"optimizer.warmup_steps=500"}, "optimizer.warmup_steps: must be in [0, train.steps=200], got 500"},
+      {{"train.global_batch_size=12"},
+       "train.global_batch_size: must be a multiple of micro_batch_size * parallel.dp = 8, got 12"},
+      {{"parallel.dp=3"},
+       "train.global_batch_size: must be a multiple of micro_batch_size * parallel.dp = 24, got 16"},
+      {{"parallel.pp=0"}, "parallel.pp: must be at least 1, got 0"},
+      {{"train.grad_clip_norm=-1"}, "train.grad_clip_norm: must be >= 0 (0 disables clipping), got -1"},
+      {{"data.seq_len=20"},
+       "data.seq_len: must hold the longest synthetic sample of 46 tokens (32 of them modality tokens), got 20"},
+      {{"model.llm.vocab_size=20"},
+       "model.llm.vocab_size: must be at least 38 for the synthetic data (2 encoders x 8 classes + special and 8 "
+       "prompt tokens), got 20"},
+      {{"data.min_prompt_tokens=9"}, "data.max_prompt_tokens: must be >= min_prompt_tokens=9, got 8"},
+      {{"data.type=llava"}, "data.type: must be one of 'synthetic', got 'llava'"},
+      {{"logging.level=verbose"},
+       "logging.level: must be one of 'trace', 'debug', 'info', 'warn', 'error', got 'verbose'"},
+      {{"train.steps"}, "--set: expected key.path=value, got 'train.steps'"},
+      {{"train.steps.x=1"}, "train.steps: expected an integer, got a mapping"},
+  };
+  for (const auto& [overrides, expected] : cases) {
+    INFO("overrides: " << overrides[0]);
+    CHECK(ErrorOf(kBase, overrides) == expected);
+  }
+}
+
+TEST_CASE("bad YAML documents are reported with their location or key", "[config]") {
+  CHECK(ErrorOf("modle:\n  llm: {}\n") == "modle: unknown key; did you mean 'model'?");
+  CHECK(ErrorOf("train: 5\n") == "train: expected a mapping, got '5'");
+  CHECK(ErrorOf("train: {steps: 5}\n", {"train.steps.x=1"}) == "--set train.steps.x: train.steps is '5', not a section");
+  CHECK(ErrorOf("- a\n- b\n") == "test.yaml: expected a mapping of sections at the top, got a list");
+  CHECK(ErrorOf("model:\n  encoders:\n    Vision: {type: vision}\n") ==
+        "model.encoders.Vision: encoder names must be lower-case identifiers ([a-z][a-z0-9_]*), got 'Vision'");
+  CHECK(ErrorOf("model:\n  encoders: [vision]\n") ==
+        "model.encoders: expected a mapping from encoder name to encoder, got a list");
+  CHECK(ErrorOf("model: {}\n") == "model.encoders: the synthetic data needs at least one encoder, got 'none'");
+  const std::string malformed = ErrorOf("model:\n  llm: [1, 2\ntrain:\n  steps: 3\n");
+  CHECK(malformed.rfind("test.yaml:3:", 0) == 0);
+  CHECK(malformed.find("malformed YAML") != std::string::npos);
+}
+
+TEST_CASE("a missing config file is named", "[config]") {
+  try {
+    cornstarch::LoadConfig("/nonexistent/run.yaml");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) == "/nonexistent/run.yaml: cannot open config file");
+  }
+}
