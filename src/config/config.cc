@@ -256,6 +256,10 @@ void Validate(const Config& c) {
   Require(c.model.encoders.size() <= 61, "model.encoders", "at most 61 encoders fit the attention mask",
           c.model.encoders.size());
   for (const EncoderConfig& e : c.model.encoders) ValidateEncoder(e);
+  bool any_trainable = !llm.frozen;
+  for (const EncoderConfig& e : c.model.encoders) any_trainable = any_trainable || !e.frozen || !e.projector.frozen;
+  Require(any_trainable, "model.llm.frozen", "at least one module must train, but the LLM and every encoder and "
+          "projector are frozen", std::string("true"));
 
   RequirePositive("parallel.pp", c.parallel.pp);
   RequirePositive("parallel.cp", c.parallel.cp);

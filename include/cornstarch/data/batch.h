@@ -1,0 +1,27 @@
+// A microbatch as the model consumes it. Built by a dataset; the LLM's input is the text tokens with each
+// encoder's projected features written over that encoder's placeholder positions.
+#pragma once
+
+#include <torch/types.h>
+
+#include <vector>
+
+namespace cornstarch {
+
+struct ModalityInput {
+  torch::Tensor inputs;     // vision: [n, C, H, W] float; audio: [n, mel_bins, frames] float
+  torch::Tensor positions;  // [n * EncoderTokens] int64: flat indices into the [B * S] LLM sequence, instance-major
+};
+
+struct Batch {
+  torch::Tensor input_ids;   // [B, S] int64
+  torch::Tensor labels;      // [B, S] int64: target of position t (already shifted); -100 where no loss
+  torch::Tensor positions;   // [B, S] int64 RoPE positions
+  torch::Tensor mask_words;  // [B, S] int64 bitfield attention words (attention/bitfield_mask.h)
+  std::vector<ModalityInput> modalities;  // one per encoder, in config order
+
+  int64_t batch_size() const { return input_ids.size(0); }
+  int64_t seq_len() const { return input_ids.size(1); }
+};
+
+}  // namespace cornstarch

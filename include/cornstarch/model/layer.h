@@ -1,0 +1,27 @@
+// A layer is the unit the pipeline places on a stage: one step of a chain (encoder or LLM) mapping the chain's
+// hidden state to the next. Chain inputs come from the context: the first encoder layer gets the raw modality
+// input as `x`, the LLM's embed layer reads token ids and the encoders' projected features.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <vector>
+
+#include "cornstarch/data/batch.h"
+
+namespace cornstarch {
+
+// What a layer may read besides its input: the microbatch and per-microbatch tables computed once.
+struct ForwardContext {
+  const Batch* batch = nullptr;
+  torch::Tensor rope_cos, rope_sin;    // [B, S, head_dim]: RoPE tables of batch->positions
+  torch::Tensor attention_mask;        // [B, 1, S, S] bool from batch->mask_words
+  std::vector<torch::Tensor> features;  // projected features per encoder, [n, tokens, llm_hidden]
+};
+
+class Layer : public torch::nn::Module {
+ public:
+  virtual torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) = 0;
+};
+
+}  // namespace cornstarch

@@ -1,0 +1,50 @@
+// The multimodal LLM: its layers built in ModelSpec order, each from its own seed, so a layer's initial weights do
+// not depend on which other layers a process builds. Frozen layers' parameters have requires_grad = false, and
+// layers with nothing trainable at or before them run under no-grad (no autograd graph at all).
+#pragma once
+
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cornstarch/config/config.h"
+#include "cornstarch/data/batch.h"
+#include "cornstarch/model/layer.h"
+#include "cornstarch/model/model_spec.h"
+
+namespace cornstarch {
+
+class MultimodalModel {
+ public:
+  MultimodalModel(const ModelConfig& config, uint64_t seed);
+
+  const ModelSpec& spec() const { return spec_; }
+  Layer& layer(int index) { return *layers_.at(index); }
+
+  // The per-microbatch tables every LLM layer reads (RoPE, attention mask).
+  ForwardContext MakeContext(const Batch& batch) const;
+
+  // Runs layer `index` on x, under no-grad when spec().layers[index].needs_graph is false.
+  torch::Tensor RunLayer(int index, const torch::Tensor& x, ForwardContext& ctx);
+
+  // Every encoder chain, then the LLM: logits [B, S, vocab].
+  torch::Tensor Logits(const Batch& batch);
+
+  // Sum of the token cross-entropies over labelled positions (labels != -100).
+  torch::Tensor LossSum(const Batch& batch) { return TokenLossSum(Logits(batch), batch.labels); }
+  static torch::Tensor TokenLossSum(const torch::Tensor& logits, const torch::Tensor& labels);
+
+  // ("encoder.vision.block.0.qkv.weight", tensor) for every parameter, in layer order.
+  std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() const;
+  std::vector<torch::Tensor> TrainableParameters() const;
+
+ private:
+  ModelConfig config_;
+  ModelSpec spec_;
+  std::vector<std::shared_ptr<Layer>> layers_;
+};
+
+}  // namespace cornstarch

@@ -1,0 +1,33 @@
+// Per-step training metrics: the record, the rank-0 log line, and a JSONL writer (one JSON object per line,
+// flushed each step so a crashed run keeps what it logged).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+namespace cornstarch {
+
+struct StepMetrics {
+  int64_t step = 0;         // 1-based optimizer step
+  double loss = 0;          // mean cross-entropy per labelled token of the global batch
+  double lr = 0;
+  double grad_norm = 0;     // global norm before clipping
+  int64_t tokens = 0;       // non-padding tokens processed in the step
+  double step_seconds = 0;
+  double tokens_per_second() const { return step_seconds > 0 ? tokens / step_seconds : 0; }
+};
+
+std::string FormatStepLine(const StepMetrics& m, int64_t total_steps);
+
+class MetricsWriter {
+ public:
+  // Creates the parent directory; an empty path writes nothing. Throws Error naming the path if it cannot open.
+  explicit MetricsWriter(const std::string& path);
+  void Write(const StepMetrics& m);
+
+ private:
+  std::ofstream out_;
+};
+
+}  // namespace cornstarch

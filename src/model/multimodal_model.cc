@@ -1,0 +1,117 @@
+#include "cornstarch/model/multimodal_model.h"
+
+#include <torch/torch.h>
+
+#include "cornstarch/attention/dense_attention.h"
+#include "cornstarch/model/chain_ends.h"
+#include "cornstarch/model/transformer.h"
+#include "cornstarch/util/check.h"
+#include "cornstarch/util/random.h"
+
+namespace cornstarch {
+
+namespace {
+
+std::shared_ptr<Layer> MakeLayer(const ModelConfig& config, const ModelSpec& spec, int index) {
+  const LayerSpec& ls = spec.layers[index];
+  const ChainSpec& chain = spec.chains[ls.chain];
+  const int pos = index - chain.begin;
+  const int last = chain.end - chain.begin - 1;
+  if (ls.chain == spec.llm_chain()) {
+    if (pos == 0) return std::make_shared<TokenEmbed>(config.llm);
+    if (pos == last) return std::make_shared<LmHead>(config.llm);
+    return std::make_shared<DecoderBlock>(config.llm);
+  }
+  const EncoderConfig& enc = config.encoders[ls.chain];
+  if (pos == 0) {
+    if (enc.type == "vision") return std::make_shared<VisionEmbed>(enc);
+    return std::make_shared<AudioEmbed>(enc);
+  }
+  if (pos == last) return std::make_shared<Projector>(enc, config.llm.hidden_size);
+  if (pos == last - 1) return std::make_shared<EncoderNorm>(enc);
+  return std::make_shared<EncoderBlock>(enc);
+}
+
+}  // namespace
+
+MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed)
+    : config_(config), spec_(BuildModelSpec(config)) {
+  for (int i = 0; i < static_cast<int>(spec_.layers.size()); ++i) {
+    torch::manual_seed(MixSeed(seed, static_cast<uint64_t>(i)));
+    std::shared_ptr<Layer> layer = MakeLayer(config, spec_, i);
+    torch::NoGradGuard no_grad;
+    for (auto& item : layer->named_parameters()) {
+      const std::string& name = item.key();
+      torch::Tensor& p = item.value();
+      if (p.dim() >= 2) {
+        p.normal_(0.0, config.init_std);
+      } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+        p.zero_();
+      } else {
+        p.fill_(1.0);  // norm gains
+      }
+      p.set_requires_grad(spec_.layers[i].trainable);
+    }
+    layers_.push_back(std::move(layer));
+  }
+}
+
+ForwardContext MultimodalModel::MakeContext(const Batch& batch) const {
+  ForwardContext ctx;
+  ctx.batch = &batch;
+  std::tie(ctx.rope_cos, ctx.rope_sin) =
+      RopeTables(batch.positions, config_.llm.hidden_size / config_.llm.num_heads, config_.llm.rope_theta);
+  ctx.attention_mask = DenseMaskFromWords(batch.mask_words);
+  return ctx;
+}
+
+torch::Tensor MultimodalModel::RunLayer(int index, const torch::Tensor& x, ForwardContext& ctx) {
+  if (spec_.layers[index].needs_graph) return layers_[index]->Forward(x, ctx);
+  torch::NoGradGuard no_grad;
+  return layers_[index]->Forward(x, ctx);
+}
+
+torch::Tensor MultimodalModel::Logits(const Batch& batch) {
+  CS_CHECK(batch.modalities.size() + 1 == spec_.chains.size(), "batch has ", batch.modalities.size(),
+           " modalities for ", spec_.chains.size() - 1, " encoders");
+  ForwardContext ctx = MakeContext(batch);
+  for (int c = 0; c < spec_.llm_chain(); ++c) {
+    torch::Tensor x = batch.modalities[c].inputs;
+    if (x.size(0) == 0) {  // no instance of this modality in the microbatch
+      ctx.features.push_back(torch::empty({0, config_.llm.hidden_size}));
+      continue;
+    }
+    for (int i = spec_.chains[c].begin; i < spec_.chains[c].end; ++i) x = RunLayer(i, x, ctx);
+    ctx.features.push_back(x);
+  }
+  torch::Tensor x;
+  const ChainSpec& llm = spec_.chains[spec_.llm_chain()];
+  for (int i = llm.begin; i < llm.end; ++i) x = RunLayer(i, x, ctx);
+  return x;
+}
+
+torch::Tensor MultimodalModel::TokenLossSum(const torch::Tensor& logits, const torch::Tensor& labels) {
+  namespace F = torch::nn::functional;
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), labels.reshape({-1}),
+                          F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> MultimodalModel::NamedParameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    for (const auto& item : layers_[i]->named_parameters()) {
+      out.emplace_back(spec_.layers[i].name + "." + item.key(), item.value());
+    }
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> MultimodalModel::TrainableParameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& [name, p] : NamedParameters()) {
+    if (p.requires_grad()) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace cornstarch

@@ -1,0 +1,37 @@
+#include "cornstarch/train/metrics.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cornstarch/util/check.h"
+
+namespace cornstarch {
+
+std::string FormatStepLine(const StepMetrics& m, int64_t total_steps) {
+  return fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} tok/s | {:.1f} ms", m.step,
+                     std::to_string(total_steps).size(), total_steps, m.loss, m.lr, m.grad_norm,
+                     m.tokens_per_second(), m.step_seconds * 1e3);
+}
+
+MetricsWriter::MetricsWriter(const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  out_.open(path, std::ios::trunc);
+  if (!out_) throw Error("logging.metrics_path: cannot write '" + path + "'");
+}
+
+void MetricsWriter::Write(const StepMetrics& m) {
+  if (!out_.is_open()) return;
+  const nlohmann::json record = {
+      {"step", m.step},     {"loss", m.loss},     {"lr", m.lr},
+      {"grad_norm", m.grad_norm}, {"tokens", m.tokens}, {"step_seconds", m.step_seconds},
+      {"tokens_per_second", m.tokens_per_second()},
+  };
+  out_ << record.dump() << "\n" << std::flush;
+}
+
+}  // namespace cornstarch

@@ -1,0 +1,164 @@
+// Torch before Catch2: glog's CHECK (pulled in by LibTorch) must not replace Catch2's.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "cornstarch/attention/bitfield_mask.h"
+#include "cornstarch/attention/dense_attention.h"
+#include "cornstarch/config/config.h"
+#include "cornstarch/data/synthetic_dataset.h"
+#include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/util/torch_runtime.h"
+
+using namespace cornstarch;
+
+namespace {
+
+Config MakeConfig(const std::vector<std::string>& overrides) {
+  return ParseConfig("train: {steps: 10}\noptimizer: {warmup_steps: 2}\n", "test.yaml", overrides);
+}
+
+}  // namespace
+
+TEST_CASE("every encoder/LLM combination produces logits and per-encoder features of the right shape", "[model]") {
+  ConfigureTorchRuntime(1);
+  const std::vector<std::vector<std::string>> layouts = {
+      {"model.encoders.vision.type=vision"},
+      {"model.encoders.audio.type=audio", "model.encoders.audio.num_frames=20"},
+      {"model.encoders.vision.type=vision", "model.encoders.audio.type=audio"},
+      {"model.encoders.left.type=vision", "model.encoders.right.type=vision", "model.encoders.right.patch_size=16",
+       "model.encoders.right.projector.type=linear", "model.llm.num_kv_heads=1"},
+      {"model.encoders.vision.type=vision", "model.encoders.vision.hidden_size=48",
+       "model.encoders.vision.num_heads=3", "model.llm.hidden_size=96", "model.llm.num_heads=6",
+       "model.llm.num_kv_heads=3", "data.seq_len=40"},
+  };
+  for (const auto& overrides : layouts) {
+    INFO("layout " << overrides[0]);
+    const Config cfg = MakeConfig(overrides);
+    MultimodalModel model(cfg.model, 1);
+    SyntheticDataset data(cfg.model, cfg.data, 1);
+    const Batch batch = data.Get(0, 3);
+    CHECK(model.Logits(batch).sizes() == torch::IntArrayRef({3, cfg.data.seq_len, cfg.model.llm.vocab_size}));
+    ForwardContext ctx = model.MakeContext(batch);
+    for (int c = 0; c < model.spec().llm_chain(); ++c) {
+      torch::Tensor x = batch.modalities[c].inputs;
+      for (int i = model.spec().chains[c].begin; i < model.spec().chains[c].end; ++i) x = model.RunLayer(i, x, ctx);
+      const int64_t tokens = EncoderTokens(cfg.model.encoders[c]);
+      CHECK(x.sizes() == torch::IntArrayRef({3, tokens, cfg.model.llm.hidden_size}));
+      CHECK(batch.modalities[c].positions.numel() == 3 * tokens);
+    }
+  }
+}
+
+TEST_CASE("layers are listed in order with their module membership", "[model]") {
+  const Config cfg = MakeConfig({"model.encoders.vision.type=vision", "model.encoders.audio.type=audio"});
+  const ModelSpec spec = BuildModelSpec(cfg.model);
+  std::vector<std::string> names;
+  for (const LayerSpec& l : spec.layers) names.push_back(l.name + "@" + l.module);
+  const std::vector<std::string> expected = {
+      "encoder.vision.embed@encoder.vision", "encoder.vision.block.0@encoder.vision",
+      "encoder.vision.block.1@encoder.vision", "encoder.vision.norm@encoder.vision",
+      "projector.vision@projector.vision", "encoder.audio.embed@encoder.audio",
+      "encoder.audio.block.0@encoder.audio", "encoder.audio.block.1@encoder.audio",
+      "encoder.audio.norm@encoder.audio", "projector.audio@projector.audio",
+      "llm.embed@llm", "llm.block.0@llm", "llm.block.1@llm", "llm.block.2@llm", "llm.block.3@llm", "llm.head@llm"};
+  CHECK(names == expected);
+  REQUIRE(spec.chains.size() == 3);
+  CHECK(spec.chains[2].name == "llm");
+  CHECK(spec.chains[1].begin == 5);
+  CHECK(spec.chains[1].end == 10);
+}
+
+TEST_CASE("placeholder scatter writes each feature row at its position and embeddings elsewhere", "[model]") {
+  ConfigureTorchRuntime(1);
+  const Config cfg = MakeConfig({"model.encoders.vision.type=vision", "model.encoders.audio.type=audio"});
+  MultimodalModel model(cfg.model, 3);
+  SyntheticDataset data(cfg.model, cfg.data, 3);
+  const Batch batch = data.Get(5, 2);
+  const SyntheticLayout& layout = data.layout();
+  ForwardContext ctx = model.MakeContext(batch);
+  const int64_t d = cfg.model.llm.hidden_size;
+  for (size_t k = 0; k < batch.modalities.size(); ++k) {
+    const int64_t n = batch.modalities[k].positions.numel();
+    ctx.features.push_back(torch::arange(n * d, torch::kFloat).view({2, n / 2, d}) + 1000.0 * (k + 1));
+  }
+  const int embed = model.spec().chains[model.spec().llm_chain()].begin;
+  const torch::Tensor h = model.RunLayer(embed, torch::Tensor(), ctx).view({-1, d});
+  const torch::Tensor ids = batch.input_ids.view(-1);
+  std::vector<int64_t> owner(ids.numel(), -1);
+  for (size_t k = 0; k < batch.modalities.size(); ++k) {
+    const torch::Tensor pos = batch.modalities[k].positions;
+    for (int64_t r = 0; r < pos.numel(); ++r) {
+      const int64_t p = pos[r].item<int64_t>();
+      owner[p] = static_cast<int64_t>(k);
+      // The placeholder token of this encoder sits exactly where its features go.
+      CHECK(ids[p].item<int64_t>() == layout.Placeholder(static_cast<int64_t>(k)));
+      CHECK(torch::equal(h[p], ctx.features[k].view({-1, d})[r]));
+    }
+  }
+  torch::Tensor table;
+  for (const auto& [name, p] : model.NamedParameters()) {
+    if (name == "llm.embed.embed.weight") table = p;
+  }
+  REQUIRE(table.defined());
+  for (int64_t p = 0; p < ids.numel(); ++p) {
+    if (owner[p] < 0) CHECK(torch::equal(h[p], table[ids[p].item<int64_t>()]));
+  }
+}
+
+TEST_CASE("synthetic labels are ignored on modality and prompt positions", "[model][data]") {
+  const Config cfg = MakeConfig({"model.encoders.vision.type=vision", "model.encoders.audio.type=audio"});
+  SyntheticDataset data(cfg.model, cfg.data, 0);
+  const Batch batch = data.Get(0, 4);
+  const SyntheticLayout& layout = data.layout();
+  for (int64_t b = 0; b < 4; ++b) {
+    int64_t labelled = 0;
+    for (int64_t t = 0; t < cfg.data.seq_len; ++t) {
+      const int64_t label = batch.labels[b][t].item<int64_t>();
+      const int64_t word = batch.mask_words[b][t].item<int64_t>();
+      if (label == -100) continue;
+      ++labelled;
+      CHECK((word & kTextBit) != 0);  // never on a modality or padding position
+      CHECK(label == batch.input_ids[b][t + 1].item<int64_t>());
+      CHECK(label < layout.first_prompt_token);  // answers, joint and EOS only
+    }
+    CHECK(labelled == layout.num_encoders + 2);
+  }
+}
+
+TEST_CASE("the dense mask from bitfield words equals the predicate pair by pair", "[model][mask]") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 40);
+    const int modalities = static_cast<int>(rng() % 4);
+    std::vector<int> kinds(n);
+    for (int& k : kinds) k = static_cast<int>(rng() % (modalities + 2)) - 2;  // pad, text or a modality
+    const std::vector<int64_t> words = BuildMaskWords(kinds, modalities);
+    const torch::Tensor mask = DenseMaskFromWords(torch::tensor(words).view({1, n}));
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        const bool expected = kinds[i] == kTextToken ? (j <= i && kinds[j] != kPadToken)
+                                                     : (kinds[i] >= 0 && kinds[j] == kinds[i]);
+        CHECK(MaskAllows(words[i], words[j], i, j) == expected);
+        CHECK(mask[0][0][i][j].item<bool>() == expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("dense attention gives zeros, not NaN, for padding rows", "[model][mask]") {
+  const std::vector<int64_t> words = BuildMaskWords({kTextToken, 0, 0, kTextToken, kPadToken}, 1);
+  const torch::Tensor mask = DenseMaskFromWords(torch::tensor(words).view({1, 5}));
+  const torch::Tensor q = torch::randn({1, 2, 5, 8}, torch::requires_grad());
+  const torch::Tensor k = torch::randn({1, 1, 5, 8}, torch::requires_grad());
+  const torch::Tensor v = torch::randn({1, 1, 5, 8}, torch::requires_grad());
+  const torch::Tensor out = DenseAttention(q, k, v, mask);
+  out.sum().backward();
+  CHECK(torch::equal(out.select(2, 4), torch::zeros({1, 2, 8})));
+  CHECK(q.grad().isfinite().all().item<bool>());
+  CHECK(k.grad().isfinite().all().item<bool>());
+  // Text token 3 attends to the modality tokens before it (the reference's own builder got this wrong).
+  CHECK(mask[0][0][3][1].item<bool>());
+  CHECK_FALSE(mask[0][0][1][3].item<bool>());
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine (tools/setup.sh) and runs the whole test suite with Bazel.
+# Ends with one line "N passed, M failed" (test targets) and exits non-zero if anything failed or did not build.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash tools/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+log=$(mktemp)
+bazel test //... 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+
+passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
+failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")
+if [[ $rc -ne 0 && $failed -eq 0 ]]; then
+  failed=1  # the build itself failed before any test ran
+fi
+rm -f "$log"
+echo "$passed passed, $failed failed"
+[[ $rc -eq 0 && $failed -eq 0 ]]
