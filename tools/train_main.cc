@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "cornstarch/config/config.h"
+#include "cornstarch/dist/launch_env.h"
+#include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/util/check.h"
@@ -75,34 +77,40 @@ int main(int argc, char** argv) {
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) {
     if (chdir(dir) != 0) std::cerr << "warning: cannot enter " << dir << "\n";
   }
+  cornstarch::LaunchEnv env;
   try {
-    const Args args = ParseArgs(argc, argv);
-    const cornstarch::Config config =
-        args.config_path.empty() ? cornstarch::ParseConfig(kEmbeddedConfig, "<embedded configs/tiny.yaml>",
-                                                            args.overrides)
-                                 : cornstarch::LoadConfig(args.config_path, args.overrides);
-    if (args.print_config) {
-      std::cout << cornstarch::ToYaml(config);
-      return 0;
-    }
-    cornstarch::InitLogging(0, config.logging.level);
-    spdlog::info("cornstarch-train {} (LibTorch {}), config {}", CORNSTARCH_VERSION, TORCH_VERSION,
-                 args.config_path.empty() ? "<embedded configs/tiny.yaml>" : args.config_path);
-    cornstarch::Trainer trainer(config);
-    int64_t total = 0, trainable = 0;
-    for (const auto& [name, p] : trainer.model().NamedParameters()) {
-      total += p.numel();
-      if (p.requires_grad()) trainable += p.numel();
-    }
-    spdlog::info("model: {} layers, {} parameters ({} trainable); {}", trainer.model().spec().layers.size(), total,
-                 trainable, cornstarch::DescribeTorchRuntime());
-    trainer.Run();
-    return 0;
+    env = cornstarch::DetectLaunchEnv();
   } catch (const cornstarch::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "internal error: " << e.what() << "\n";
-    return 2;
   }
+  cornstarch::InitLogging(env.rank, "info");
+  return cornstarch::RunOrAbort([&] {
+    const Args args = ParseArgs(argc, argv);
+    const std::string source = args.config_path.empty() ? "<embedded configs/tiny.yaml>" : args.config_path;
+    const cornstarch::Config config = args.config_path.empty()
+                                          ? cornstarch::ParseConfig(kEmbeddedConfig, source, args.overrides)
+                                          : cornstarch::LoadConfig(args.config_path, args.overrides);
+    if (args.print_config) {
+      if (env.rank == 0) std::cout << cornstarch::ToYaml(config);
+      return 0;
+    }
+    spdlog::set_level(spdlog::level::from_str(config.logging.level));
+    cornstarch::DistRuntime runtime(config.parallel, env, {}, &argc, &argv);
+    if (env.rank == 0) {
+      spdlog::info("cornstarch-train {}, config {}, {}", CORNSTARCH_VERSION, source, runtime.dims().Describe());
+    }
+    cornstarch::Trainer trainer(config, runtime);
+    if (env.rank == 0) {
+      int64_t total = 0, trainable = 0;
+      for (const auto& [name, p] : trainer.model().NamedParameters()) {
+        total += p.numel();
+        if (p.requires_grad()) trainable += p.numel();
+      }
+      spdlog::info("model: {} layers, {} parameters ({} trainable); {}", trainer.model().spec().layers.size(), total,
+                   trainable, cornstarch::DescribeTorchRuntime());
+    }
+    trainer.Run();
+    return 0;
+  });
 }

@@ -264,6 +264,7 @@ void Validate(const Config& c) {
   RequirePositive("parallel.pp", c.parallel.pp);
   RequirePositive("parallel.cp", c.parallel.cp);
   RequirePositive("parallel.dp", c.parallel.dp);
+  RequirePositive("parallel.timeout_seconds", c.parallel.timeout_seconds);
 
   const TrainConfig& t = c.train;
   RequirePositive("train.steps", t.steps);

@@ -6,8 +6,10 @@
 #include <cmath>
 
 #include "cornstarch/data/synthetic_dataset.h"
+#include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/adamw.h"
+#include "cornstarch/train/grad_sync.h"
 #include "cornstarch/train/lr_schedule.h"
 #include "cornstarch/util/check.h"
 #include "cornstarch/util/logging.h"
@@ -15,12 +17,40 @@
 
 namespace cornstarch {
 
-Trainer::Trainer(const Config& config) : config_(config) {
-  ConfigureTorchRuntime(config.train.num_threads);
+namespace {
+
+// 25 MiB buckets, as PyTorch DDP: large enough to amortise the call, small enough to bound the extra memory.
+constexpr int64_t kBucketBytes = 25 << 20;
+
+std::unique_ptr<DistRuntime> SingleProcessRuntime(const Config& config) {
+  return std::make_unique<DistRuntime>(config.parallel, LaunchEnv{}, std::vector<StageSet>{}, nullptr, nullptr);
+}
+
+double SumOver(Communicator& group, double value) {
+  torch::Tensor t = torch::full({1}, value, torch::kDouble);
+  group.AllReduce(t, ReduceOp::kSum);
+  return t.item<double>();
+}
+
+}  // namespace
+
+Trainer::Trainer(const Config& config)
+    : config_(config), own_runtime_(SingleProcessRuntime(config)), runtime_(*own_runtime_) {
+  Init();
+}
+
+Trainer::Trainer(const Config& config, DistRuntime& runtime) : config_(config), runtime_(runtime) { Init(); }
+
+void Trainer::Init() {
+  const Config& config = config_;
+  if (config.parallel.pp > 1) throw Error("parallel.pp: pipeline parallelism is not available in this version; set 1");
+  if (config.parallel.cp > 1) throw Error("parallel.cp: context parallelism is not available in this version; set 1");
+  ConfigureTorchRuntime(config.train.num_threads, runtime_.env().local_world_size);
   const auto seed = static_cast<uint64_t>(config.train.seed);
   model_ = std::make_unique<MultimodalModel>(config.model, seed);
   data_ = std::make_unique<SyntheticDataset>(config.model, config.data, seed);
   optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), config.optimizer);
+  grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), kBucketBytes);
 }
 
 Trainer::~Trainer() = default;
@@ -32,23 +62,28 @@ StepMetrics Trainer::Step() {
   m.step = step_ + 1;
   m.lr = LearningRate(config_.optimizer, t.steps, step_);
 
-  // Normalise by the labelled tokens of the whole global batch, so accumulation (and later data parallelism)
-  // gives the same gradient as one big batch.
+  // Each dp rank takes a contiguous slice of the global batch. Losses are normalised by the labelled tokens of
+  // the whole global batch, so summing gradients over microbatches and ranks gives the one-big-batch gradient.
+  Communicator& dp = runtime_.group(Axis::kDP);
+  const int64_t local = t.global_batch_size / dp.size();
   std::vector<Batch> micro;
-  int64_t targets = 0;
-  for (int64_t first = step_ * t.global_batch_size; micro.size() * t.micro_batch_size < t.global_batch_size;
+  double local_targets = 0, local_tokens = 0;
+  for (int64_t first = step_ * t.global_batch_size + dp.rank() * local, end = first + local; first < end;
        first += t.micro_batch_size) {
     micro.push_back(data_->Get(first, t.micro_batch_size));
-    targets += micro.back().labels.ne(-100).sum().item<int64_t>();
-    m.tokens += micro.back().mask_words.ne(0).sum().item<int64_t>();
+    local_targets += micro.back().labels.ne(-100).sum().item<double>();
+    local_tokens += micro.back().mask_words.ne(0).sum().item<double>();
   }
+  const double targets = SumOver(dp, local_targets);
+  m.tokens = static_cast<int64_t>(SumOver(dp, local_tokens));
   double loss_sum = 0;
   for (const Batch& batch : micro) {
     const torch::Tensor loss = model_->LossSum(batch);
-    (loss / static_cast<double>(targets)).backward();
+    (loss / targets).backward();
     loss_sum += loss.item<double>();
   }
-  m.loss = loss_sum / static_cast<double>(targets);
+  m.loss = SumOver(dp, loss_sum) / targets;
+  grad_sync_->AllReduceSum(dp);
 
   const std::vector<torch::Tensor>& params = optimizer_->params();
   m.grad_norm = std::sqrt(SquaredGradNorm(params));
@@ -63,13 +98,14 @@ StepMetrics Trainer::Step() {
 }
 
 std::vector<StepMetrics> Trainer::Run() {
-  MetricsWriter writer(config_.logging.metrics_path);
+  const bool logs = runtime_.rank() == 0;
+  MetricsWriter writer(logs ? config_.logging.metrics_path : "");
   std::vector<StepMetrics> history;
   const auto start = std::chrono::steady_clock::now();
   while (step_ < config_.train.steps) {
     const StepMetrics m = Step();
     writer.Write(m);
-    if (m.step == 1 || m.step % config_.logging.interval == 0 || m.step == config_.train.steps) {
+    if (logs && (m.step == 1 || m.step % config_.logging.interval == 0 || m.step == config_.train.steps)) {
       spdlog::info(FormatStepLine(m, config_.train.steps));
     }
     if (!std::isfinite(m.loss)) throw Error("training diverged: loss is " + std::to_string(m.loss) + " at step " +
@@ -77,7 +113,7 @@ std::vector<StepMetrics> Trainer::Run() {
     history.push_back(m);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!history.empty()) {
+  if (logs && !history.empty()) {
     spdlog::info("finished {} steps in {:.1f} s; loss {:.4f} -> {:.4f}", history.size(), seconds,
                  history.front().loss, history.back().loss);
   }

@@ -10,9 +10,9 @@
 
 namespace cornstarch {
 
-int ConfigureTorchRuntime(int64_t num_threads) {
-  const int threads = static_cast<int>(
-      num_threads > 0 ? num_threads : std::max<int64_t>(1, std::thread::hardware_concurrency()));
+int ConfigureTorchRuntime(int64_t num_threads, int ranks_per_node) {
+  const int64_t share = std::thread::hardware_concurrency() / std::max(1, ranks_per_node);
+  const int threads = static_cast<int>(num_threads > 0 ? num_threads : std::max<int64_t>(1, share));
   at::set_num_threads(threads);
   // Intra-op parallelism comes from LibTorch's OpenMP pool; OpenBLAS's own pthreads on top of it oversubscribe the
   // cores (measured: the tiny run is 3x slower). The symbol exists only when libblas.so.3 is OpenBLAS.

@@ -103,12 +103,15 @@ struct ParallelConfig {
   int64_t pp = 1;
   int64_t cp = 1;
   int64_t dp = 1;
+  double timeout_seconds = 300.0;
 
   template <class F>
   void Fields(F&& f) {
     f("pp", pp, "Pipeline-parallel degree. 1 means disabled.");
     f("cp", cp, "Context-parallel degree. 1 means disabled.");
     f("dp", dp, "Data-parallel degree. 1 means disabled.");
+    f("timeout_seconds", timeout_seconds, "A communication that does not complete within this many seconds "
+                                          "reports the stuck rank and operation and aborts the job.");
   }
 };
 
@@ -150,7 +153,7 @@ struct TrainConfig {
     f("micro_batch_size", micro_batch_size, "Sequences per forward/backward; the rest is gradient accumulation.");
     f("seed", seed, "Seed of weight init and data; equal seeds give identical runs.");
     f("grad_clip_norm", grad_clip_norm, "Clip the global gradient norm to this value; 0 disables clipping.");
-    f("num_threads", num_threads, "Intra-op CPU threads; 0 uses every core.");
+    f("num_threads", num_threads, "Intra-op CPU threads per rank; 0 shares the node's cores among its ranks.");
   }
 };
 

@@ -1,5 +1,6 @@
-// The training loop of one process: data -> microbatches -> forward/backward with gradient accumulation ->
-// global grad-norm clipping -> AdamW step at the scheduled learning rate -> metrics.
+// The training loop: this data-parallel rank's slice of the global batch -> microbatches -> forward/backward with
+// gradient accumulation -> gradient sum over the dp group -> global grad-norm clipping -> AdamW step at the
+// scheduled learning rate -> metrics (logged and written by rank 0 only).
 #pragma once
 
 #include <memory>
@@ -11,12 +12,16 @@
 namespace cornstarch {
 
 class AdamW;
+class DistRuntime;
+class GradSync;
 class MultimodalModel;
 class SyntheticDataset;
 
 class Trainer {
  public:
-  // Builds model, data and optimizer from a validated config and sets the intra-op thread count.
+  // Builds model, data and optimizer from a validated config and sets the intra-op thread count. `runtime`
+  // (not owned) places this process in the mesh; without it the run is single-process.
+  Trainer(const Config& config, DistRuntime& runtime);
   explicit Trainer(const Config& config);
   ~Trainer();
 
@@ -31,10 +36,15 @@ class Trainer {
   int64_t step() const { return step_; }
 
  private:
+  void Init();
+
   Config config_;
+  std::unique_ptr<DistRuntime> own_runtime_;  // set for single-process runs
+  DistRuntime& runtime_;
   std::unique_ptr<MultimodalModel> model_;
   std::unique_ptr<SyntheticDataset> data_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<GradSync> grad_sync_;
   int64_t step_ = 0;
 };
 

@@ -1,0 +1,57 @@
+// Communication between the ranks of one group, over tensors. Implementations: MPI (CPU tensors), NCCL (CUDA
+// tensors) and a single-process one, so the same code runs with and without a launcher.
+//
+// Every call names its operation; a call that does not complete within the communicator's timeout logs which
+// rank and which operation is stuck and aborts the whole job (no rank waits forever).
+// REQUIRES: tensors are contiguous; receive and collective outputs are preallocated with the right shape/dtype.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cornstarch {
+
+enum class ReduceOp { kSum, kAvg, kMax };
+
+// A pending non-blocking operation. Wait() completes it (subject to the timeout); destroying an unwaited Work
+// waits for it, so buffers are never released under an operation in flight.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void Wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "world", "dp", "pp", ...: used in timeout and error messages.
+  virtual const std::string& name() const = 0;
+
+  virtual void Send(const at::Tensor& tensor, int dst, int tag = 0) = 0;
+  virtual void Recv(at::Tensor& tensor, int src, int tag = 0) = 0;
+  virtual std::unique_ptr<Work> ISend(const at::Tensor& tensor, int dst, int tag = 0) = 0;
+  virtual std::unique_ptr<Work> IRecv(at::Tensor& tensor, int src, int tag = 0) = 0;
+
+  // In place over every rank's `tensor`.
+  virtual void AllReduce(at::Tensor& tensor, ReduceOp op) = 0;
+  // `output` has size() * input.numel() elements: rank r's input lands in the r-th slice of dim 0.
+  virtual void AllGather(const at::Tensor& input, at::Tensor& output) = 0;
+  virtual void Broadcast(at::Tensor& tensor, int root) = 0;
+  virtual void Barrier() = 0;
+
+  // Collective over this communicator: ranks passing the same `color` form one new communicator, ordered by
+  // `key` (then by rank here). Every rank must call it.
+  virtual std::unique_ptr<Communicator> Split(int color, int key, const std::string& name) = 0;
+};
+
+// The communicator of a process that runs alone (rank 0 of 1): collectives are identities, point-to-point is an
+// error (there is nobody to talk to).
+std::unique_ptr<Communicator> MakeSingleProcessCommunicator();
+
+}  // namespace cornstarch
