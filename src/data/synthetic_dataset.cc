@@ -63,9 +63,9 @@ Batch SyntheticDataset::Get(int64_t first, int64_t count) const {
   for (int64_t b = 0; b < count; ++b) {
     std::mt19937_64 rng(MixSeed(seed_, MixSeed(kSampleStream, static_cast<uint64_t>(first + b))));
     std::vector<int64_t> tokens = {SyntheticLayout::kBos};
-    std::vector<int> kinds = {kTextToken};
     const int64_t n_prompt = prompt_len(rng);
-    for (int64_t t = 0; t < n_prompt; ++t) tokens.push_back(prompt_tok(rng)), kinds.push_back(kTextToken);
+    for (int64_t t = 0; t < n_prompt; ++t) tokens.push_back(prompt_tok(rng));
+    std::vector<MaskSpan> spans = {{kTextToken, 1 + n_prompt}};
     std::vector<int64_t> classes(num_enc);
     int64_t class_sum = 0;
     for (int64_t k = 0; k < num_enc; ++k) {
@@ -76,8 +76,8 @@ Batch SyntheticDataset::Get(int64_t first, int64_t count) const {
       for (int64_t t = 0; t < n_tok; ++t) {
         pos[t] = b * s + static_cast<int64_t>(tokens.size());
         tokens.push_back(layout_.Placeholder(k));
-        kinds.push_back(static_cast<int>(k));
       }
+      spans.push_back({static_cast<int>(k), n_tok});
       torch::Tensor x = inputs[k][b];
       if (!data_.zero_modality_inputs) {
         FillNormal(x.data_ptr<float>(), x.numel(), rng, data_.noise_std);
@@ -85,13 +85,12 @@ Batch SyntheticDataset::Get(int64_t first, int64_t count) const {
       }
     }
     tokens.push_back(SyntheticLayout::kSep);
-    kinds.push_back(kTextToken);
     const int64_t first_target = static_cast<int64_t>(tokens.size());
     for (int64_t k = 0; k < num_enc; ++k) tokens.push_back(layout_.Answer(k, classes[k]));
     tokens.push_back(layout_.Joint(class_sum % data_.num_classes));
     tokens.push_back(SyntheticLayout::kEos);
-    kinds.resize(tokens.size(), kTextToken);
-    const std::vector<int64_t> sample_words = BuildMaskWords(kinds, static_cast<int>(num_enc));
+    spans.push_back({kTextToken, static_cast<int64_t>(tokens.size()) - first_target + 1});
+    const std::vector<int64_t> sample_words = BuildMaskWords(spans, static_cast<int>(num_enc));
     for (size_t t = 0; t < tokens.size(); ++t) {
       id[b * s + t] = tokens[t];
       word[b * s + t] = sample_words[t];

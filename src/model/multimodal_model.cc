@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include "cornstarch/attention/dense_attention.h"
 #include "cornstarch/model/chain_ends.h"
 #include "cornstarch/model/transformer.h"
 #include "cornstarch/util/check.h"
@@ -61,7 +60,6 @@ ForwardContext MultimodalModel::MakeContext(const Batch& batch) const {
   ctx.batch = &batch;
   std::tie(ctx.rope_cos, ctx.rope_sin) =
       RopeTables(batch.positions, config_.llm.hidden_size / config_.llm.num_heads, config_.llm.rope_theta);
-  ctx.attention_mask = DenseMaskFromWords(batch.mask_words);
   return ctx;
 }
 

@@ -15,17 +15,20 @@ int ConfigureTorchRuntime(int64_t num_threads, int ranks_per_node) {
   const int threads = static_cast<int>(num_threads > 0 ? num_threads : std::max<int64_t>(1, share));
   at::set_num_threads(threads);
   // Intra-op parallelism comes from LibTorch's OpenMP pool; OpenBLAS's own pthreads on top of it oversubscribe the
-  // cores (measured: the tiny run is 3x slower). The symbol exists only when libblas.so.3 is OpenBLAS.
-  using SetThreads = void (*)(int);
-  if (auto set_blas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    set_blas_threads(1);
-  }
+  // cores (measured: the tiny run is 3x slower).
+  SetBlasThreads(1);
 #if TORCH_VERSION_MAJOR < 2
   // Debian's LibTorch 1.13 returns garbage weight gradients (around 1e30) from oneDNN's Conv1d backward on
   // the audio stem; the native kernels are correct. Found by comparing against mkldnn disabled.
   at::globalContext().setUserEnabledMkldnn(false);
 #endif
   return threads;
+}
+
+void SetBlasThreads(int threads) {
+  using SetThreads = void (*)(int);
+  // The symbol exists only when libblas.so.3 resolves to OpenBLAS.
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
 }
 
 std::string DescribeTorchRuntime() {

@@ -133,8 +133,12 @@ TEST_CASE("the dense mask from bitfield words equals the predicate pair by pair"
     const int n = 1 + static_cast<int>(rng() % 40);
     const int modalities = static_cast<int>(rng() % 4);
     std::vector<int> kinds(n);
-    for (int& k : kinds) k = static_cast<int>(rng() % (modalities + 2)) - 2;  // pad, text or a modality
-    const std::vector<int64_t> words = BuildMaskWords(kinds, modalities);
+    std::vector<MaskSpan> spans;
+    for (int& k : kinds) {
+      k = static_cast<int>(rng() % (modalities + 2)) - 2;  // pad, text or a modality
+      spans.push_back({k, 1});
+    }
+    const std::vector<int64_t> words = BuildMaskWords(spans, modalities);
     const torch::Tensor mask = DenseMaskFromWords(torch::tensor(words).view({1, n}));
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) {
@@ -148,7 +152,7 @@ TEST_CASE("the dense mask from bitfield words equals the predicate pair by pair"
 }
 
 TEST_CASE("dense attention gives zeros, not NaN, for padding rows", "[model][mask]") {
-  const std::vector<int64_t> words = BuildMaskWords({kTextToken, 0, 0, kTextToken, kPadToken}, 1);
+  const std::vector<int64_t> words = BuildMaskWords({{kTextToken, 1}, {0, 2}, {kTextToken, 1}, {kPadToken, 1}}, 1);
   const torch::Tensor mask = DenseMaskFromWords(torch::tensor(words).view({1, 5}));
   const torch::Tensor q = torch::randn({1, 2, 5, 8}, torch::requires_grad());
   const torch::Tensor k = torch::randn({1, 1, 5, 8}, torch::requires_grad());

@@ -31,9 +31,19 @@ constexpr int kPadToken = -2;
 
 inline int64_t ModalityBit(int modality) { return int64_t{1} << (modality + 1); }
 
-// The word of each token of one sequence. `kinds[t]` is kTextToken, kPadToken or a modality index in
-// [0, num_modalities); text words carry the bits of all `num_modalities` modalities.
-std::vector<int64_t> BuildMaskWords(const std::vector<int>& kinds, int num_modalities);
+// A run of `length` tokens of one kind. Each modality span is one instance (one image, one audio clip).
+struct MaskSpan {
+  int kind = kTextToken;
+  int64_t length = 0;
+};
+
+// The word of each token of one sequence, span after span. Without isolation, modality k owns bit k + 1 and text
+// words carry the bits of all `num_modalities` modalities: instances of one modality see each other. With
+// `isolate_instances`, the i-th modality span of the sequence owns bit i + 1 instead (at most kMaxModalities spans),
+// so two images never see each other; text still sees every instance before it. Throws Error for more spans than
+// bits or a modality index outside [0, num_modalities).
+std::vector<int64_t> BuildMaskWords(const std::vector<MaskSpan>& spans, int num_modalities,
+                                    bool isolate_instances = false);
 
 // The attention predicate above, for query i and key j of one sequence.
 inline bool MaskAllows(int64_t wi, int64_t wj, int64_t i, int64_t j) {

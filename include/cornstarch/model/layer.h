@@ -11,11 +11,11 @@
 
 namespace cornstarch {
 
-// What a layer may read besides its input: the microbatch and per-microbatch tables computed once.
+// What a layer may read besides its input: the microbatch (its mask words drive the LLM attention) and the
+// per-microbatch RoPE tables, computed once.
 struct ForwardContext {
   const Batch* batch = nullptr;
   torch::Tensor rope_cos, rope_sin;    // [B, S, head_dim]: RoPE tables of batch->positions
-  torch::Tensor attention_mask;        // [B, 1, S, S] bool from batch->mask_words
   std::vector<torch::Tensor> features;  // projected features per encoder, [n, tokens, llm_hidden]
 };
 

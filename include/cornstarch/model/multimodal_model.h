@@ -24,7 +24,7 @@ class MultimodalModel {
   const ModelSpec& spec() const { return spec_; }
   Layer& layer(int index) { return *layers_.at(index); }
 
-  // The per-microbatch tables every LLM layer reads (RoPE, attention mask).
+  // The per-microbatch tables every LLM layer reads (RoPE).
   ForwardContext MakeContext(const Batch& batch) const;
 
   // Runs layer `index` on x, under no-grad when spec().layers[index].needs_graph is false.

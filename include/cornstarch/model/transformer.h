@@ -38,7 +38,8 @@ class EncoderBlock : public Layer {
   torch::nn::Linear qkv_{nullptr}, out_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
 
-// Llama/Qwen2 decoder block: x + GQA(RMSNorm(x)) with RoPE under the bitfield mask, then x + SwiGLU(RMSNorm(x)).
+// Llama/Qwen2 decoder block: x + GQA(RMSNorm(x)) with RoPE under the bitfield mask (the tiled bitfield kernel, no
+// N x N mask), then x + SwiGLU(RMSNorm(x)).
 class DecoderBlock : public Layer {
  public:
   explicit DecoderBlock(const LlmConfig& cfg);

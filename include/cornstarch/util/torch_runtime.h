@@ -10,6 +10,10 @@ namespace cornstarch {
 // works around known defects of the running LibTorch. Returns the thread count in use.
 int ConfigureTorchRuntime(int64_t num_threads, int ranks_per_node = 1);
 
+// Threads of OpenBLAS's own pool (when libblas.so.3 is OpenBLAS; a no-op otherwise). ConfigureTorchRuntime sets
+// 1, because intra-op parallelism comes from LibTorch's pool; benchmarks of plain BLAS-bound ops raise it.
+void SetBlasThreads(int threads);
+
 // "LibTorch 1.13.0, 2 threads, oneDNN off" — for the start-up log line.
 std::string DescribeTorchRuntime();
 

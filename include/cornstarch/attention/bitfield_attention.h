@@ -1,0 +1,46 @@
+// Attention under the bitfield mask on CPU, flash-style: queries and keys in tiles, tiles with nothing allowed
+// skipped entirely (TileMask), partially allowed tiles masked per element, full tiles unmasked; an online
+// softmax in fp32 over chunks of allowed key tiles, so memory is O(tile x chunk) per thread, never N x N.
+// Backward recomputes the probabilities from the saved log-sum-exp: one pass over query tiles for dQ, one over
+// key tiles for dK and dV (no write conflicts between threads). Parallel over (batch, head, tile) with LibTorch's
+// intra-op threads. Grouped-query attention: query head h reads kv head h / (H / Hkv).
+// Rows with nothing allowed (padding) produce exact zeros and zero gradients.
+#pragma once
+
+#include <torch/types.h>
+
+#include <tuple>
+
+namespace cornstarch {
+
+struct BitfieldAttentionOptions {
+  int64_t tile_q = 64;
+  int64_t tile_k = 64;
+  int64_t chunk = 512;  // keys (forward, dQ) or queries (dK/dV) gathered into one GEMM
+};
+
+struct BitfieldAttentionStats {
+  int64_t tiles_total = 0;     // (batch, head, query tile, key tile) combinations
+  int64_t tiles_computed = 0;  // of which had something allowed and were computed
+  int64_t tiles_full = 0;      // of which needed no per-element mask
+  int64_t allowed_pairs = 0;   // (batch, head, i, j) pairs computed: the useful work
+};
+
+// q [B, H, S, D] float; k, v [B, Hkv, S, D]; words [B, S] int64. Returns (out [B, H, S, D], lse [B, H, S]);
+// lse is -inf on rows with nothing allowed.
+std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::Tensor& q, const torch::Tensor& k,
+                                                                  const torch::Tensor& v, const torch::Tensor& words,
+                                                                  const BitfieldAttentionOptions& options = {},
+                                                                  BitfieldAttentionStats* stats = nullptr);
+
+// Gradients (dq, dk, dv) of the forward above for upstream gradient `dout`.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackward(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& words,
+    const torch::Tensor& out, const torch::Tensor& lse, const torch::Tensor& dout,
+    const BitfieldAttentionOptions& options = {});
+
+// The autograd-enabled attention the model uses: differentiable in q, k and v.
+torch::Tensor BitfieldAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& words);
+
+}  // namespace cornstarch

@@ -1,0 +1,277 @@
+#include "cornstarch/attention/bitfield_attention.h"
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cornstarch/attention/bitfield_mask.h"
+#include "cornstarch/attention/tile_mask.h"
+#include "cornstarch/util/check.h"
+
+namespace cornstarch {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// A contiguous run of rows (or columns) taken from one tile: [begin, begin + length) of the sequence, stored at
+// `offset` in the gathered chunk.
+struct Segment {
+  int64_t tile, begin, length, offset;
+};
+
+// Groups the listed tiles into chunks of at most `chunk` rows.
+std::vector<std::vector<Segment>> Chunks(const std::vector<int32_t>& tiles, int64_t tile, int64_t n, int64_t chunk) {
+  std::vector<std::vector<Segment>> chunks;
+  int64_t used = chunk;
+  for (int32_t t : tiles) {
+    const int64_t begin = t * tile, length = std::min(tile, n - begin);
+    if (used + length > chunk) {
+      chunks.emplace_back();
+      used = 0;
+    }
+    chunks.back().push_back({t, begin, length, used});
+    used += length;
+  }
+  return chunks;
+}
+
+int64_t Rows(const std::vector<Segment>& segs) { return segs.back().offset + segs.back().length; }
+
+// Rows of `m` ([n, D]) named by the segments, as one [rows, D] matrix (a view when they are contiguous).
+torch::Tensor Gather(const torch::Tensor& m, const std::vector<Segment>& segs) {
+  const int64_t first = segs.front().begin, rows = Rows(segs);
+  if (segs.back().begin + segs.back().length - first == rows) return m.narrow(0, first, rows);
+  std::vector<torch::Tensor> parts;
+  for (const Segment& s : segs) parts.push_back(m.narrow(0, s.begin, s.length));
+  return torch::cat(parts);
+}
+
+torch::Tensor Gather1d(const torch::Tensor& v, const std::vector<Segment>& segs) {
+  return Gather(v.unsqueeze(1), segs).squeeze(1);
+}
+
+// Sets disallowed entries of the scores S [rows, cols] to -inf. Rows come from `row_segs`, columns from
+// `col_segs`; only (row tile, column tile) pairs classified partial need per-element checks. `query_rows`
+// says which of the two indexes queries.
+void MaskScores(torch::Tensor& s, const std::vector<Segment>& row_segs, const std::vector<Segment>& col_segs,
+                const int64_t* words, const TileMask& tiles, bool rows_are_queries) {
+  float* data = s.data_ptr<float>();
+  const int64_t ld = s.size(1);
+  for (const Segment& r : row_segs) {
+    for (const Segment& c : col_segs) {
+      const TileClass cls = rows_are_queries ? tiles.cls(r.tile, c.tile) : tiles.cls(c.tile, r.tile);
+      if (cls == TileClass::kFull) continue;
+      for (int64_t i = 0; i < r.length; ++i) {
+        float* row = data + (r.offset + i) * ld + c.offset;
+        const int64_t a = r.begin + i;
+        for (int64_t j = 0; j < c.length; ++j) {
+          const int64_t b = c.begin + j;
+          const bool ok = rows_are_queries ? MaskAllows(words[a], words[b], a, b) : MaskAllows(words[b], words[a], b, a);
+          if (!ok) row[j] = kNegInf;
+        }
+      }
+    }
+  }
+}
+
+// exp(s - lse) in place per row; rows whose lse is -inf (nothing allowed) become 0.
+void ProbabilitiesFromLse(torch::Tensor& s, const torch::Tensor& lse, bool lse_per_row) {
+  const torch::Tensor finite_lse = lse.clamp_min(std::numeric_limits<float>::lowest());
+  if (lse_per_row) {
+    s.sub_(finite_lse.unsqueeze(1)).exp_();
+  } else {
+    s.sub_(finite_lse.unsqueeze(0)).exp_();
+  }
+  // A -inf lse was clamped to the lowest float: exp(s - lowest) would be inf; such rows have only -inf scores,
+  // and exp(-inf - lowest) = exp(-inf) = 0, so they already vanish.
+}
+
+std::vector<TileMask> PlanTiles(const torch::Tensor& words, const BitfieldAttentionOptions& o) {
+  std::vector<TileMask> plans;
+  const int64_t n = words.size(1);
+  for (int64_t b = 0; b < words.size(0); ++b) {
+    plans.emplace_back(words[b].data_ptr<int64_t>(), n, o.tile_q, o.tile_k);
+  }
+  return plans;
+}
+
+void CheckInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& words) {
+  CS_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "q, k, v must be [B, H, S, D]");
+  CS_CHECK(q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat,
+           "the CPU bitfield kernel computes in fp32");
+  CS_CHECK(k.sizes() == v.sizes() && q.size(0) == k.size(0) && q.size(2) == k.size(2) && q.size(3) == k.size(3),
+           "q ", q.sizes(), " k ", k.sizes(), " v ", v.sizes());
+  CS_CHECK(q.size(1) % k.size(1) == 0, "query heads ", q.size(1), " not a multiple of kv heads ", k.size(1));
+  CS_CHECK(words.dim() == 2 && words.size(0) == q.size(0) && words.size(1) == q.size(2) &&
+               words.scalar_type() == torch::kLong,
+           "words must be [B, S] int64");
+}
+
+}  // namespace
+
+std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                                                  const torch::Tensor& v_in,
+                                                                  const torch::Tensor& words_in,
+                                                                  const BitfieldAttentionOptions& o,
+                                                                  BitfieldAttentionStats* stats) {
+  CheckInputs(q_in, k_in, v_in, words_in);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  const torch::Tensor words = words_in.contiguous();
+  const int64_t B = q.size(0), H = q.size(1), Hkv = k.size(1), n = q.size(2), D = q.size(3), group = H / Hkv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const std::vector<TileMask> plans = PlanTiles(words, o);
+  torch::Tensor out = torch::zeros_like(q);
+  torch::Tensor lse = torch::full({B, H, n}, kNegInf, q.options());
+  const int64_t nq = (n + o.tile_q - 1) / o.tile_q;
+  std::atomic<int64_t> computed{0}, full{0};
+
+  at::parallel_for(0, B * H * nq, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / (H * nq), h = (task / nq) % H, qt = task % nq;
+      const TileMask& plan = plans[b];
+      if (plan.keys_of(qt).empty()) continue;
+      const int64_t q0 = qt * o.tile_q, rows = std::min(o.tile_q, n - q0);
+      const std::vector<Segment> row_segs = {{qt, q0, rows, 0}};
+      const torch::Tensor qs = q[b][h].narrow(0, q0, rows) * scale;
+      const torch::Tensor kb = k[b][h / group], vb = v[b][h / group];
+      const int64_t* w = words[b].data_ptr<int64_t>();
+      torch::Tensor m = torch::full({rows}, kNegInf, q.options());
+      torch::Tensor l = torch::zeros({rows}, q.options());
+      torch::Tensor acc = torch::zeros({rows, D}, q.options());
+      for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
+        const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
+        torch::Tensor s = torch::mm(qs, kc.t());
+        MaskScores(s, row_segs, cols, w, plan, /*rows_are_queries=*/true);
+        computed += static_cast<int64_t>(cols.size());
+        for (const Segment& c : cols) full += plan.cls(qt, c.tile) == TileClass::kFull;
+        const torch::Tensor m_new = torch::maximum(m, std::get<0>(s.max(1)));
+        // Rows still without any allowed key keep m = -inf; subtracting a finite stand-in keeps exp() at 0.
+        const torch::Tensor m_safe = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
+        s.sub_(m_safe.unsqueeze(1)).exp_();
+        const torch::Tensor correction = (m - m_safe).exp();
+        l.mul_(correction).add_(s.sum(1));
+        acc.mul_(correction.unsqueeze(1)).addmm_(s, vc);
+        m = m_new;
+      }
+      const torch::Tensor has = l.gt(0);
+      out[b][h].narrow(0, q0, rows).copy_(torch::where(has.unsqueeze(1), acc / l.clamp_min(1e-30).unsqueeze(1),
+                                                       torch::zeros_like(acc)));
+      lse[b][h].narrow(0, q0, rows).copy_(torch::where(has, m + l.clamp_min(1e-30).log(), m));
+    }
+  });
+
+  if (stats != nullptr) {
+    stats->tiles_computed += computed;
+    stats->tiles_full += full;
+    for (const TileMask& plan : plans) {
+      stats->tiles_total += H * plan.num_q_tiles() * plan.num_k_tiles();
+      stats->allowed_pairs += H * plan.allowed_pairs();
+    }
+  }
+  return {out, lse};
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackward(
+    const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in, const torch::Tensor& words_in,
+    const torch::Tensor& out_in, const torch::Tensor& lse_in, const torch::Tensor& dout_in,
+    const BitfieldAttentionOptions& o) {
+  CheckInputs(q_in, k_in, v_in, words_in);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  const torch::Tensor words = words_in.contiguous(), lse = lse_in.contiguous();
+  const torch::Tensor dout = dout_in.contiguous();
+  const int64_t B = q.size(0), H = q.size(1), Hkv = k.size(1), n = q.size(2), D = q.size(3), group = H / Hkv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const std::vector<TileMask> plans = PlanTiles(words, o);
+  const torch::Tensor delta = (dout * out_in).sum(-1);  // [B, H, n]: rowsum(dO * O)
+  torch::Tensor dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
+  const int64_t nq = (n + o.tile_q - 1) / o.tile_q, nk = (n + o.tile_k - 1) / o.tile_k;
+
+  // dQ: by query tile.
+  at::parallel_for(0, B * H * nq, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / (H * nq), h = (task / nq) % H, qt = task % nq;
+      const TileMask& plan = plans[b];
+      if (plan.keys_of(qt).empty()) continue;
+      const int64_t q0 = qt * o.tile_q, rows = std::min(o.tile_q, n - q0);
+      const std::vector<Segment> row_segs = {{qt, q0, rows, 0}};
+      const torch::Tensor qs = q[b][h].narrow(0, q0, rows) * scale;
+      const torch::Tensor d_o = dout[b][h].narrow(0, q0, rows);
+      const torch::Tensor row_lse = lse[b][h].narrow(0, q0, rows), row_delta = delta[b][h].narrow(0, q0, rows);
+      const torch::Tensor kb = k[b][h / group], vb = v[b][h / group];
+      torch::Tensor dq_t = torch::zeros({rows, D}, q.options());
+      for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
+        const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
+        torch::Tensor p = torch::mm(qs, kc.t());
+        MaskScores(p, row_segs, cols, words[b].data_ptr<int64_t>(), plan, true);
+        ProbabilitiesFromLse(p, row_lse, /*lse_per_row=*/true);
+        const torch::Tensor ds = p * (torch::mm(d_o, vc.t()) - row_delta.unsqueeze(1));
+        dq_t.addmm_(ds, kc);
+      }
+      dq[b][h].narrow(0, q0, rows).copy_(dq_t.mul_(scale));
+    }
+  });
+
+  // dK, dV: by key tile, summing over the query heads that share the kv head.
+  at::parallel_for(0, B * Hkv * nk, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / (Hkv * nk), hk = (task / nk) % Hkv, kt = task % nk;
+      const TileMask& plan = plans[b];
+      if (plan.queries_of(kt).empty()) continue;
+      const int64_t k0 = kt * o.tile_k, cols = std::min(o.tile_k, n - k0);
+      const std::vector<Segment> col_segs = {{kt, k0, cols, 0}};
+      const torch::Tensor kt_rows = k[b][hk].narrow(0, k0, cols), vt_rows = v[b][hk].narrow(0, k0, cols);
+      torch::Tensor dk_t = torch::zeros({cols, D}, q.options()), dv_t = torch::zeros({cols, D}, q.options());
+      const auto chunks = Chunks(plan.queries_of(kt), o.tile_q, n, o.chunk);
+      for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+        for (const std::vector<Segment>& rows : chunks) {
+          const torch::Tensor qs = Gather(q[b][h], rows) * scale;
+          const torch::Tensor d_o = Gather(dout[b][h], rows);
+          const torch::Tensor row_lse = Gather1d(lse[b][h], rows), row_delta = Gather1d(delta[b][h], rows);
+          torch::Tensor p = torch::mm(qs, kt_rows.t());  // [query rows, cols]
+          MaskScores(p, rows, col_segs, words[b].data_ptr<int64_t>(), plan, true);
+          ProbabilitiesFromLse(p, row_lse, true);
+          dv_t.addmm_(p.t(), d_o);
+          const torch::Tensor ds = p * (torch::mm(d_o, vt_rows.t()) - row_delta.unsqueeze(1));
+          dk_t.addmm_(ds.t(), qs);  // qs carries the scale
+        }
+      }
+      dk[b][hk].narrow(0, k0, cols).copy_(dk_t);
+      dv[b][hk].narrow(0, k0, cols).copy_(dv_t);
+    }
+  });
+  return {dq, dk, dv};
+}
+
+namespace {
+
+class BitfieldAttentionFunction : public torch::autograd::Function<BitfieldAttentionFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& words) {
+    auto [out, lse] = BitfieldAttentionForward(q, k, v, words);
+    ctx->save_for_backward({q, k, v, words, out, lse});
+    return out;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    auto [dq, dk, dv] = BitfieldAttentionBackward(saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], grads[0]);
+    return {dq, dk, dv, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor BitfieldAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& words) {
+  return BitfieldAttentionFunction::apply(q, k, v, words);
+}
+
+}  // namespace cornstarch

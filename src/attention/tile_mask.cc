@@ -1,0 +1,60 @@
+#include "cornstarch/attention/tile_mask.h"
+
+#include <algorithm>
+
+#include "cornstarch/attention/bitfield_mask.h"
+#include "cornstarch/util/check.h"
+
+namespace cornstarch {
+
+TileMask::TileMask(const int64_t* words, int64_t n, int64_t tile_q, int64_t tile_k)
+    : n_(n), tq_(tile_q), tk_(tile_k), nq_((n + tile_q - 1) / tile_q), nk_((n + tile_k - 1) / tile_k) {
+  CS_CHECK(n >= 0 && tile_q > 0 && tile_k > 0, "n=", n, " tiles ", tile_q, "x", tile_k);
+  counts_.assign(nq_ * nk_, 0);
+  keys_of_.resize(nq_);
+  queries_of_.resize(nk_);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t wi = words[i];
+    int64_t* row = &counts_[(i / tq_) * nk_];
+    if (wi & kTextBit) {
+      // Causal: only keys j <= i can be allowed.
+      for (int64_t j = 0; j <= i; ++j) row[j / tk_] += (wi & words[j] & kAttendMask) != 0;
+    } else if (wi & kModalityMask) {
+      for (int64_t j = 0; j < n; ++j) row[j / tk_] += MaskAllows(wi, words[j], i, j);
+    }
+  }
+  for (int64_t qt = 0; qt < nq_; ++qt) {
+    for (int64_t kt = 0; kt < nk_; ++kt) {
+      if (counts_[qt * nk_ + kt] == 0) continue;
+      keys_of_[qt].push_back(static_cast<int32_t>(kt));
+      queries_of_[kt].push_back(static_cast<int32_t>(qt));
+    }
+  }
+}
+
+TileClass TileMask::cls(int64_t qt, int64_t kt) const {
+  const int64_t c = count(qt, kt);
+  if (c == 0) return TileClass::kEmpty;
+  const int64_t rows = std::min(tq_, n_ - qt * tq_), cols = std::min(tk_, n_ - kt * tk_);
+  return c == rows * cols ? TileClass::kFull : TileClass::kPartial;
+}
+
+int64_t TileMask::nonempty_tiles() const {
+  int64_t total = 0;
+  for (const auto& keys : keys_of_) total += static_cast<int64_t>(keys.size());
+  return total;
+}
+
+int64_t TileMask::allowed_pairs() const {
+  int64_t total = 0;
+  for (int64_t c : counts_) total += c;
+  return total;
+}
+
+int64_t TileMask::row_allowed(int64_t qt) const {
+  int64_t total = 0;
+  for (int64_t kt = 0; kt < nk_; ++kt) total += count(qt, kt);
+  return total;
+}
+
+}  // namespace cornstarch
