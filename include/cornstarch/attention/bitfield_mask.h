@@ -17,6 +17,13 @@
 #include <cstdint>
 #include <vector>
 
+// The predicate is shared with the CUDA kernels (kernels/), which compile this header with nvcc.
+#ifdef __CUDACC__
+#define CS_HOST_DEVICE __host__ __device__
+#else
+#define CS_HOST_DEVICE
+#endif
+
 namespace cornstarch {
 
 constexpr int64_t kTextBit = int64_t{1} << 0;
@@ -29,7 +36,7 @@ constexpr int kMaxModalities = 61;
 constexpr int kTextToken = -1;
 constexpr int kPadToken = -2;
 
-inline int64_t ModalityBit(int modality) { return int64_t{1} << (modality + 1); }
+CS_HOST_DEVICE inline int64_t ModalityBit(int modality) { return int64_t{1} << (modality + 1); }
 
 // A run of `length` tokens of one kind. Each modality span is one instance (one image, one audio clip).
 struct MaskSpan {
@@ -46,7 +53,7 @@ std::vector<int64_t> BuildMaskWords(const std::vector<MaskSpan>& spans, int num_
                                     bool isolate_instances = false);
 
 // The attention predicate above, for query i and key j of one sequence.
-inline bool MaskAllows(int64_t wi, int64_t wj, int64_t i, int64_t j) {
+CS_HOST_DEVICE inline bool MaskAllows(int64_t wi, int64_t wj, int64_t i, int64_t j) {
   if (wi & kTextBit) return j <= i && (wi & wj & kAttendMask) != 0;
   const int64_t mi = wi & kModalityMask;
   return (wj & kTextBit) == 0 && mi != 0 && mi == (wj & kModalityMask);
