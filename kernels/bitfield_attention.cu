@@ -36,6 +36,23 @@ __device__ float Dot(const float* x, const float* y, int64_t dim) {
   return acc;
 }
 
+// Stages the words of keys [j0, j0 + cols) and, if any (row, key) pair of the block is allowed, the keys and values
+// into shared memory. Returns false (tile skipped) otherwise. Every thread of the block must call it.
+__device__ bool StageKeyTile(const BitfieldAttentionParams& p, const Shared& sh, const float* kb, const float* vb,
+                             int64_t b, int64_t j0, int cols, int64_t i, int64_t wi, bool valid) {
+  if (threadIdx.x < cols) sh.w[threadIdx.x] = p.words[b * p.seq + j0 + threadIdx.x];
+  __syncthreads();
+  bool any = false;
+  for (int c = 0; valid && c < cols; ++c) any |= MaskAllows(wi, sh.w[c], i, j0 + c);
+  if (!__syncthreads_or(any)) return false;  // no pair of this tile is allowed: skip it entirely
+  for (int64_t x = threadIdx.x; x < cols * p.dim; x += blockDim.x) {
+    sh.a[x] = kb[j0 * p.dim + x];
+    sh.b[x] = vb[j0 * p.dim + x];
+  }
+  __syncthreads();
+  return true;
+}
+
 template <int DMAX>
 __global__ void ForwardKernel(BitfieldAttentionParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -54,16 +71,7 @@ __global__ void ForwardKernel(BitfieldAttentionParams p) {
   const float* vb = p.v + (b * p.kv_heads + hk) * S * D;
   for (int64_t j0 = 0; j0 < S; j0 += kTileCols) {
     const int cols = static_cast<int>(min(static_cast<int64_t>(kTileCols), S - j0));
-    if (threadIdx.x < cols) sh.w[threadIdx.x] = p.words[b * S + j0 + threadIdx.x];
-    __syncthreads();
-    bool any = false;
-    for (int c = 0; valid && c < cols; ++c) any |= MaskAllows(wi, sh.w[c], i, j0 + c);
-    if (!__syncthreads_or(any)) continue;  // no pair of this tile is allowed: skip it entirely
-    for (int64_t x = threadIdx.x; x < cols * D; x += blockDim.x) {
-      sh.a[x] = kb[j0 * D + x];
-      sh.b[x] = vb[j0 * D + x];
-    }
-    __syncthreads();
+    if (!StageKeyTile(p, sh, kb, vb, b, j0, cols, i, wi, valid)) continue;
     for (int c = 0; valid && c < cols; ++c) {
       if (!MaskAllows(wi, sh.w[c], i, j0 + c)) continue;
       const float s = Dot(qr, sh.a + c * D, D);
@@ -107,16 +115,7 @@ __global__ void DqKernel(BitfieldAttentionParams p) {
   const float* vb = p.v + (b * p.kv_heads + hk) * S * D;
   for (int64_t j0 = 0; j0 < S; j0 += kTileCols) {
     const int cols = static_cast<int>(min(static_cast<int64_t>(kTileCols), S - j0));
-    if (threadIdx.x < cols) sh.w[threadIdx.x] = p.words[b * S + j0 + threadIdx.x];
-    __syncthreads();
-    bool any = false;
-    for (int c = 0; valid && c < cols; ++c) any |= MaskAllows(wi, sh.w[c], i, j0 + c);
-    if (!__syncthreads_or(any)) continue;
-    for (int64_t x = threadIdx.x; x < cols * D; x += blockDim.x) {
-      sh.a[x] = kb[j0 * D + x];
-      sh.b[x] = vb[j0 * D + x];
-    }
-    __syncthreads();
+    if (!StageKeyTile(p, sh, kb, vb, b, j0, cols, i, wi, valid)) continue;
     for (int c = 0; valid && c < cols; ++c) {
       if (!MaskAllows(wi, sh.w[c], i, j0 + c)) continue;
       const float prob = __expf(Dot(qr, sh.a + c * D, D) - lse);

@@ -99,6 +99,22 @@ std::vector<TileMask> PlanTiles(const torch::Tensor& words, const BitfieldAttent
   return plans;
 }
 
+// Runs fn(b, h, qt, q0, rows) in parallel for every (batch, head, query tile) with something allowed; rows of
+// the tile are [q0, q0 + rows).
+template <class Fn>
+void ForEachQueryTile(int64_t batch, int64_t heads, int64_t n, const std::vector<TileMask>& plans,
+                      const BitfieldAttentionOptions& o, const Fn& fn) {
+  const int64_t nq = (n + o.tile_q - 1) / o.tile_q;
+  at::parallel_for(0, batch * heads * nq, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / (heads * nq), h = (task / nq) % heads, qt = task % nq;
+      if (plans[b].keys_of(qt).empty()) continue;
+      const int64_t q0 = qt * o.tile_q;
+      fn(b, h, qt, q0, std::min(o.tile_q, n - q0));
+    }
+  });
+}
+
 void CheckInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& words) {
   CS_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "q, k, v must be [B, H, S, D]");
   CS_CHECK(q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat,
@@ -127,42 +143,36 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
   const std::vector<TileMask> plans = PlanTiles(words, o);
   torch::Tensor out = torch::zeros_like(q);
   torch::Tensor lse = torch::full({B, H, n}, kNegInf, q.options());
-  const int64_t nq = (n + o.tile_q - 1) / o.tile_q;
   std::atomic<int64_t> computed{0}, full{0};
 
-  at::parallel_for(0, B * H * nq, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / (H * nq), h = (task / nq) % H, qt = task % nq;
-      const TileMask& plan = plans[b];
-      if (plan.keys_of(qt).empty()) continue;
-      const int64_t q0 = qt * o.tile_q, rows = std::min(o.tile_q, n - q0);
-      const std::vector<Segment> row_segs = {{qt, q0, rows, 0}};
-      const torch::Tensor qs = q[b][h].narrow(0, q0, rows) * scale;
-      const torch::Tensor kb = k[b][h / group], vb = v[b][h / group];
-      const int64_t* w = words[b].data_ptr<int64_t>();
-      torch::Tensor m = torch::full({rows}, kNegInf, q.options());
-      torch::Tensor l = torch::zeros({rows}, q.options());
-      torch::Tensor acc = torch::zeros({rows, D}, q.options());
-      for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
-        const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
-        torch::Tensor s = torch::mm(qs, kc.t());
-        MaskScores(s, row_segs, cols, w, plan, /*rows_are_queries=*/true);
-        computed += static_cast<int64_t>(cols.size());
-        for (const Segment& c : cols) full += plan.cls(qt, c.tile) == TileClass::kFull;
-        const torch::Tensor m_new = torch::maximum(m, std::get<0>(s.max(1)));
-        // Rows still without any allowed key keep m = -inf; subtracting a finite stand-in keeps exp() at 0.
-        const torch::Tensor m_safe = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
-        s.sub_(m_safe.unsqueeze(1)).exp_();
-        const torch::Tensor correction = (m - m_safe).exp();
-        l.mul_(correction).add_(s.sum(1));
-        acc.mul_(correction.unsqueeze(1)).addmm_(s, vc);
-        m = m_new;
-      }
-      const torch::Tensor has = l.gt(0);
-      out[b][h].narrow(0, q0, rows).copy_(torch::where(has.unsqueeze(1), acc / l.clamp_min(1e-30).unsqueeze(1),
-                                                       torch::zeros_like(acc)));
-      lse[b][h].narrow(0, q0, rows).copy_(torch::where(has, m + l.clamp_min(1e-30).log(), m));
+  ForEachQueryTile(B, H, n, plans, o, [&](int64_t b, int64_t h, int64_t qt, int64_t q0, int64_t rows) {
+    const TileMask& plan = plans[b];
+    const std::vector<Segment> row_segs = {{qt, q0, rows, 0}};
+    const torch::Tensor qs = q[b][h].narrow(0, q0, rows) * scale;
+    const torch::Tensor kb = k[b][h / group], vb = v[b][h / group];
+    const int64_t* w = words[b].data_ptr<int64_t>();
+    torch::Tensor m = torch::full({rows}, kNegInf, q.options());
+    torch::Tensor l = torch::zeros({rows}, q.options());
+    torch::Tensor acc = torch::zeros({rows, D}, q.options());
+    for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
+      const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
+      torch::Tensor s = torch::mm(qs, kc.t());
+      MaskScores(s, row_segs, cols, w, plan, /*rows_are_queries=*/true);
+      computed += static_cast<int64_t>(cols.size());
+      for (const Segment& c : cols) full += plan.cls(qt, c.tile) == TileClass::kFull;
+      const torch::Tensor m_new = torch::maximum(m, std::get<0>(s.max(1)));
+      // Rows still without any allowed key keep m = -inf; subtracting a finite stand-in keeps exp() at 0.
+      const torch::Tensor m_safe = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
+      s.sub_(m_safe.unsqueeze(1)).exp_();
+      const torch::Tensor correction = (m - m_safe).exp();
+      l.mul_(correction).add_(s.sum(1));
+      acc.mul_(correction.unsqueeze(1)).addmm_(s, vc);
+      m = m_new;
     }
+    const torch::Tensor has = l.gt(0);
+    out[b][h].narrow(0, q0, rows).copy_(torch::where(has.unsqueeze(1), acc / l.clamp_min(1e-30).unsqueeze(1),
+                                                     torch::zeros_like(acc)));
+    lse[b][h].narrow(0, q0, rows).copy_(torch::where(has, m + l.clamp_min(1e-30).log(), m));
   });
 
   if (stats != nullptr) {
@@ -190,31 +200,26 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
   const std::vector<TileMask> plans = PlanTiles(words, o);
   const torch::Tensor delta = (dout * out_in).sum(-1);  // [B, H, n]: rowsum(dO * O)
   torch::Tensor dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
-  const int64_t nq = (n + o.tile_q - 1) / o.tile_q, nk = (n + o.tile_k - 1) / o.tile_k;
+  const int64_t nk = (n + o.tile_k - 1) / o.tile_k;
 
   // dQ: by query tile.
-  at::parallel_for(0, B * H * nq, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / (H * nq), h = (task / nq) % H, qt = task % nq;
-      const TileMask& plan = plans[b];
-      if (plan.keys_of(qt).empty()) continue;
-      const int64_t q0 = qt * o.tile_q, rows = std::min(o.tile_q, n - q0);
-      const std::vector<Segment> row_segs = {{qt, q0, rows, 0}};
-      const torch::Tensor qs = q[b][h].narrow(0, q0, rows) * scale;
-      const torch::Tensor d_o = dout[b][h].narrow(0, q0, rows);
-      const torch::Tensor row_lse = lse[b][h].narrow(0, q0, rows), row_delta = delta[b][h].narrow(0, q0, rows);
-      const torch::Tensor kb = k[b][h / group], vb = v[b][h / group];
-      torch::Tensor dq_t = torch::zeros({rows, D}, q.options());
-      for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
-        const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
-        torch::Tensor p = torch::mm(qs, kc.t());
-        MaskScores(p, row_segs, cols, words[b].data_ptr<int64_t>(), plan, true);
-        ProbabilitiesFromLse(p, row_lse, /*lse_per_row=*/true);
-        const torch::Tensor ds = p * (torch::mm(d_o, vc.t()) - row_delta.unsqueeze(1));
-        dq_t.addmm_(ds, kc);
-      }
-      dq[b][h].narrow(0, q0, rows).copy_(dq_t.mul_(scale));
+  ForEachQueryTile(B, H, n, plans, o, [&](int64_t b, int64_t h, int64_t qt, int64_t q0, int64_t rows) {
+    const TileMask& plan = plans[b];
+    const std::vector<Segment> row_segs = {{qt, q0, rows, 0}};
+    const torch::Tensor qs = q[b][h].narrow(0, q0, rows) * scale;
+    const torch::Tensor d_o = dout[b][h].narrow(0, q0, rows);
+    const torch::Tensor row_lse = lse[b][h].narrow(0, q0, rows), row_delta = delta[b][h].narrow(0, q0, rows);
+    const torch::Tensor kb = k[b][h / group], vb = v[b][h / group];
+    torch::Tensor dq_t = torch::zeros({rows, D}, q.options());
+    for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
+      const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
+      torch::Tensor p = torch::mm(qs, kc.t());
+      MaskScores(p, row_segs, cols, words[b].data_ptr<int64_t>(), plan, true);
+      ProbabilitiesFromLse(p, row_lse, /*lse_per_row=*/true);
+      const torch::Tensor ds = p * (torch::mm(d_o, vc.t()) - row_delta.unsqueeze(1));
+      dq_t.addmm_(ds, kc);
     }
+    dq[b][h].narrow(0, q0, rows).copy_(dq_t.mul_(scale));
   });
 
   // dK, dV: by key tile, summing over the query heads that share the kv head.

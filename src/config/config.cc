@@ -70,23 +70,20 @@ void Read(const YAML::Node& node, const std::string& path, bool& value) {
   }
 }
 
-void Read(const YAML::Node& node, const std::string& path, int64_t& value) {
+// The whole scalar must parse: "2.5" is not an integer, "3x" not a number.
+template <class T>
+void ReadNumber(const YAML::Node& node, const std::string& path, T& value, const char* expected) {
   const std::string text = node.IsScalar() ? node.Scalar() : "";
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end) {
-    throw Error(path + ": expected an integer, got " + Describe(node));
-  }
+  if (text.empty() || ec != std::errc() || ptr != end) throw Error(path + ": expected " + expected + ", got " + Describe(node));
 }
 
-void Read(const YAML::Node& node, const std::string& path, double& value) {
-  const std::string text = node.IsScalar() ? node.Scalar() : "";
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end) {
-    throw Error(path + ": expected a number, got " + Describe(node));
-  }
+void Read(const YAML::Node& node, const std::string& path, int64_t& value) {
+  ReadNumber(node, path, value, "an integer");
 }
+
+void Read(const YAML::Node& node, const std::string& path, double& value) { ReadNumber(node, path, value, "a number"); }
 
 void Read(const YAML::Node& node, const std::string& path, std::vector<EncoderConfig>& value);
 
