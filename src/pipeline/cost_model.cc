@@ -1,0 +1,74 @@
+#include "cornstarch/pipeline/cost_model.h"
+
+#include "cornstarch/util/check.h"
+
+namespace cornstarch {
+
+namespace {
+
+double TransformerBlockFlops(double tokens, double d, double ff, double attn_inner, double kv_inner, double pairs,
+                             double mlp_matrices) {
+  const double projections = 2 * tokens * d * (2 * attn_inner + 2 * kv_inner);
+  const double attention = 4 * pairs * (attn_inner);
+  const double mlp = 2 * tokens * d * ff * mlp_matrices;
+  return projections + attention + mlp;
+}
+
+}  // namespace
+
+std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len) {
+  std::vector<double> flops(spec.layers.size(), 0.0);
+  for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
+    const ChainSpec& chain = spec.chains[c];
+    const int last = chain.end - chain.begin - 1;
+    for (int i = chain.begin; i < chain.end; ++i) {
+      const int pos = i - chain.begin;
+      double f = 0;
+      if (c == spec.llm_chain()) {
+        const LlmConfig& l = model.llm;
+        const double s = static_cast<double>(seq_len), d = static_cast<double>(l.hidden_size);
+        const double kv = static_cast<double>(l.num_kv_heads * (l.hidden_size / l.num_heads));
+        if (pos == 0) f = s * d;  // embedding gather and scatter
+        else if (pos == last) f = 2 * s * d * static_cast<double>(l.vocab_size);
+        else f = TransformerBlockFlops(s, d, static_cast<double>(l.intermediate_size), d, kv, s * (s + 1) / 2, 3);
+      } else {
+        const EncoderConfig& e = model.encoders[c];
+        const double t = static_cast<double>(EncoderTokens(e)), d = static_cast<double>(e.hidden_size);
+        if (pos == 0) {
+          f = e.type == "vision"
+                  ? 2 * t * static_cast<double>(e.num_channels * e.patch_size * e.patch_size) * d
+                  : 2 * static_cast<double>(e.num_frames) * static_cast<double>(e.num_mel_bins * 3) * d + 2 * t * 3 * d * d;
+        } else if (pos == last) {
+          const double out = static_cast<double>(model.llm.hidden_size);
+          f = 2 * t * d * out + (e.projector.type == "mlp" ? 2 * t * out * out : 0);
+        } else if (pos == last - 1) {
+          f = 5 * t * d;  // LayerNorm
+        } else {
+          f = TransformerBlockFlops(t, d, static_cast<double>(e.intermediate_size), d, d, t * t, 2);
+        }
+      }
+      flops[i] = f;
+    }
+  }
+  return flops;
+}
+
+std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector<double>& forward) {
+  CS_CHECK(forward.size() == spec.layers.size(), forward.size(), " costs for ", spec.layers.size(), " layers");
+  std::vector<LayerCost> costs(forward.size());
+  for (size_t i = 0; i < forward.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
+    costs[i].forward = forward[i];
+    // needs_graph of a frozen layer is exactly "something trainable before it": it must pass gradients back.
+    costs[i].backward = l.trainable ? 2 * forward[i] : l.needs_graph ? forward[i] : 0.0;
+  }
+  return costs;
+}
+
+std::vector<LayerCost> FrozenUnawareCosts(const std::vector<double>& forward) {
+  std::vector<LayerCost> costs(forward.size());
+  for (size_t i = 0; i < forward.size(); ++i) costs[i] = {forward[i], 2 * forward[i]};
+  return costs;
+}
+
+}  // namespace cornstarch
