@@ -13,14 +13,32 @@ TileMask::TileMask(const int64_t* words, int64_t n, int64_t tile_q, int64_t tile
   counts_.assign(nq_ * nk_, 0);
   keys_of_.resize(nq_);
   queries_of_.resize(nk_);
+  // Whether i may attend j depends only on (w_i, w_j) and, for text rows, on j <= i. So count by distinct word:
+  // prefix[u][t] = how many of the first t tokens carry word u. O(n * key tiles * distinct words) instead of n^2.
+  std::vector<int64_t> distinct(words, words + n);
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  const size_t u_count = distinct.size();
+  std::vector<std::vector<int32_t>> prefix(u_count, std::vector<int32_t>(n + 1, 0));
+  for (int64_t t = 0; t < n; ++t) {
+    const size_t u = std::lower_bound(distinct.begin(), distinct.end(), words[t]) - distinct.begin();
+    for (size_t v = 0; v < u_count; ++v) prefix[v][t + 1] = prefix[v][t] + (v == u);
+  }
+  std::vector<size_t> partners;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t wi = words[i];
+    const bool text = (wi & kTextBit) != 0;
+    partners.clear();
+    for (size_t v = 0; v < u_count; ++v) {
+      // Text rows: the bit test; modality rows: the rule does not depend on positions.
+      if (text ? (wi & distinct[v] & kAttendMask) != 0 : MaskAllows(wi, distinct[v], 0, 0)) partners.push_back(v);
+    }
+    if (partners.empty()) continue;
     int64_t* row = &counts_[(i / tq_) * nk_];
-    if (wi & kTextBit) {
-      // Causal: only keys j <= i can be allowed.
-      for (int64_t j = 0; j <= i; ++j) row[j / tk_] += (wi & words[j] & kAttendMask) != 0;
-    } else if (wi & kModalityMask) {
-      for (int64_t j = 0; j < n; ++j) row[j / tk_] += MaskAllows(wi, words[j], i, j);
+    const int64_t limit = text ? i + 1 : n;  // causal: keys j <= i only
+    for (int64_t kt = 0; kt * tk_ < limit; ++kt) {
+      const int64_t a = kt * tk_, b = std::min(a + tk_, limit);
+      for (size_t v : partners) row[kt] += prefix[v][b] - prefix[v][a];
     }
   }
   for (int64_t qt = 0; qt < nq_; ++qt) {
