@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cornstarch/attention/bitfield_attention.h"
+#include "bench/mllm_layouts.h"
 #include "cornstarch/attention/bitfield_mask.h"
 #include "cornstarch/attention/dense_attention.h"
 #include "cornstarch/util/torch_runtime.h"
@@ -44,26 +45,6 @@ double PeakMiB(const std::function<void()>& f) {
   return read("VmHWM:") - before;
 }
 
-std::vector<MaskSpan> Layout(const std::string& name, int64_t n) {
-  std::vector<MaskSpan> spans;
-  int64_t used = 0;
-  auto add = [&](int kind, int64_t len) {
-    len = std::min(len, n - used);
-    if (len > 0) spans.push_back({kind, len}), used += len;
-  };
-  if (name == "image+text") {
-    add(kTextToken, 32);
-    add(0, 576);
-  } else if (name == "image+audio+text") {
-    add(kTextToken, 32);
-    add(0, 576);
-    add(1, 1500);
-  } else {  // interleaved: one 576-token image every 1024 tokens
-    while (used + 1024 <= n) add(0, 576), add(kTextToken, 448);
-  }
-  add(kTextToken, n - used);
-  return spans;
-}
 
 double GemmGflops() {
   const torch::Tensor a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
@@ -106,9 +87,9 @@ int main(int argc, char** argv) {
               threads);
   std::printf("%-18s %6s | %8s %8s %7s | %8s %8s %7s | %6s %6s | %7s %7s | %5s\n", "layout", "N", "bf fwd", "bf f+b",
               "bf MiB", "dn fwd", "dn f+b", "dn MiB", "f+b x", "maskKiB", "skip %", "GF/s", "GF%");
-  for (const std::string layout : {"image+text", "image+audio+text", "interleaved"}) {
+  for (const std::string& layout : bench::MllmLayoutNames()) {
     for (const int64_t n : sizes) {
-      const torch::Tensor words = torch::tensor(BuildMaskWords(Layout(layout, n), 2)).view({1, n});
+      const torch::Tensor words = torch::tensor(BuildMaskWords(bench::MllmLayout(layout, n), 2)).view({1, n});
       torch::manual_seed(0);
       const torch::Tensor q = torch::randn({1, heads, n, dim}), k = torch::randn({1, kv_heads, n, dim}),
                           v = torch::randn({1, kv_heads, n, dim}), dout = torch::randn({1, heads, n, dim});

@@ -6,40 +6,22 @@
 #include <string>
 #include <vector>
 
+#include "bench/mllm_layouts.h"
 #include "cornstarch/attention/bitfield_mask.h"
 #include "cornstarch/context/cp_balancer.h"
 
 using namespace cornstarch;
 
-namespace {
-
-std::vector<MaskSpan> Layout(const std::string& name, int64_t n) {
-  std::vector<MaskSpan> spans;
-  int64_t used = 0;
-  auto add = [&](int kind, int64_t len) {
-    len = std::min(len, n - used);
-    if (len > 0) spans.push_back({kind, len}), used += len;
-  };
-  if (name == "image+text") {
-    add(kTextToken, 32), add(0, 576);
-  } else if (name == "image+audio+text") {
-    add(kTextToken, 32), add(0, 576), add(1, 1500);
-  } else {  // several images, one every 2048 tokens, each followed by text
-    while (used + 2048 <= n) add(0, 576), add(kTextToken, 2048 - 576);
-  }
-  add(kTextToken, n - used);
-  return spans;
-}
-
-}  // namespace
-
 int main() {
   constexpr int64_t kBlock = 128;
   std::printf("%-18s %6s %3s | %10s %10s %10s | %8s\n", "layout", "N", "cp", "contiguous", "zigzag", "balanced",
               "plan ms");
-  for (const std::string layout : {"image+text", "image+audio+text", "several images"}) {
+  for (const std::string& layout : bench::MllmLayoutNames()) {
     for (int64_t n : {8192, 16384, 32768, 65536}) {
-      const std::vector<int64_t> words = BuildMaskWords(Layout(layout, n), 2, layout == "several images");
+      // Interleaved images are isolated from each other while they fit the 61 instance bits.
+      const std::vector<MaskSpan> spans = bench::MllmLayout(layout, n);
+      const bool isolate = layout == "interleaved" && n / 1024 <= kMaxModalities;
+      const std::vector<int64_t> words = BuildMaskWords(spans, 2, isolate);
       for (int cp : {2, 4, 8}) {
         const auto start = std::chrono::steady_clock::now();
         const std::vector<int64_t> work = BlockWork(words.data(), n, kBlock);
