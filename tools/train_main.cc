@@ -32,6 +32,7 @@ Trains the multimodal LLM described by a YAML config. Without --config it runs t
   --config FILE          YAML run configuration
   --set key.path=value   override one field, e.g. --set train.steps=50 (repeatable)
   --print-config         print the resolved configuration (every field) and exit
+  --config-reference     print the reference of every config field (docs/configuration.md) and exit
   --version              print the version and exit
   --help                 this text
 )";
@@ -56,6 +57,9 @@ Args ParseArgs(int argc, char** argv) {
       std::exit(0);
     } else if (a == "--version") {
       std::cout << "cornstarch-train " << CORNSTARCH_VERSION << " (LibTorch " << TORCH_VERSION << ")\n";
+      std::exit(0);
+    } else if (a == "--config-reference") {
+      std::cout << cornstarch::ConfigReference();
       std::exit(0);
     } else if (a == "--print-config") {
       args.print_config = true;

@@ -180,6 +180,45 @@ void Write(YAML::Emitter& out, const std::vector<EncoderConfig>& v) {
   out << YAML::EndMap;
 }
 
+// --- reference -------------------------------------------------------------------------------------------------
+
+struct DocRow {
+  std::string key, type, value, doc;
+};
+
+template <class T>
+void Document(std::vector<DocRow>& rows, const std::string& path, T& value);
+
+void DocumentField(std::vector<DocRow>& rows, const std::string& path, bool& v, const char* doc) {
+  rows.push_back({path, "bool", v ? "true" : "false", doc});
+}
+void DocumentField(std::vector<DocRow>& rows, const std::string& path, int64_t& v, const char* doc) {
+  rows.push_back({path, "int", std::to_string(v), doc});
+}
+void DocumentField(std::vector<DocRow>& rows, const std::string& path, double& v, const char* doc) {
+  YAML::Emitter out;
+  Write(out, v);
+  rows.push_back({path, "float", out.c_str(), doc});
+}
+void DocumentField(std::vector<DocRow>& rows, const std::string& path, std::string& v, const char* doc) {
+  rows.push_back({path, "string", "\"" + v + "\"", doc});
+}
+void DocumentField(std::vector<DocRow>& rows, const std::string& path, std::vector<EncoderConfig>&, const char* doc) {
+  rows.push_back({path, "map: name -> encoder", "{}", doc});
+  EncoderConfig encoder;
+  Document(rows, path + ".<name>", encoder);
+}
+template <class T>
+void DocumentField(std::vector<DocRow>& rows, const std::string& path, T& v, const char* doc) {
+  rows.push_back({path, "section", "", doc});
+  Document(rows, path, v);
+}
+
+template <class T>
+void Document(std::vector<DocRow>& rows, const std::string& path, T& value) {
+  value.Fields([&](const char* key, auto& member, const char* doc) { DocumentField(rows, Join(path, key), member, doc); });
+}
+
 // --- validation ------------------------------------------------------------------------------------------------
 
 template <class T>
@@ -333,6 +372,24 @@ Config LoadConfig(const std::string& path, const std::vector<std::string>& overr
   std::stringstream text;
   text << in.rdbuf();
   return ParseConfig(text.str(), path, overrides);
+}
+
+std::string ConfigReference() {
+  std::vector<DocRow> rows;
+  Config defaults;
+  Document(rows, "", defaults);
+  std::string out =
+      "# Configuration reference\n\n"
+      "Every field of a `cornstarch-train` YAML config, with its default. Generated from\n"
+      "`include/cornstarch/config/config.h` by `cornstarch-train --config-reference`; a test keeps this file equal to\n"
+      "that output. Any field can also be set on the command line: `--set key.path=value`.\n\n"
+      "| key | type | default | meaning |\n|---|---|---|---|\n";
+  for (const DocRow& r : rows) {
+    const bool section = r.type == "section";
+    out += "| " + (section ? "**`" + r.key + "`**" : "`" + r.key + "`") + " | " + r.type + " | " +
+           (r.value.empty() ? "" : "`" + r.value + "`") + " | " + r.doc + " |\n";
+  }
+  return out;
 }
 
 std::string ToYaml(const Config& config) {

@@ -229,4 +229,8 @@ void Validate(const Config& config);
 // The config as YAML, every field included: what the run actually uses.
 std::string ToYaml(const Config& config);
 
+// The configuration reference (Markdown): every field with its key path, type, default and meaning, generated from
+// the Fields() lists. docs/configuration.md is this text; a test keeps the two equal.
+std::string ConfigReference();
+
 }  // namespace cornstarch
