@@ -346,6 +346,7 @@ void Validate(const Config& c) {
 
   RequireOneOf("logging.level", c.logging.level, {"trace", "debug", "info", "warn", "error"});
   RequirePositive("logging.interval", c.logging.interval);
+  Require(c.logging.peak_tflops >= 0, "logging.peak_tflops", "must be >= 0 (0 measures the CPU)", c.logging.peak_tflops);
 }
 
 Config ParseConfig(const std::string& yaml_text, const std::string& source,

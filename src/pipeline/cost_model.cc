@@ -9,14 +9,15 @@ namespace {
 double TransformerBlockFlops(double tokens, double d, double ff, double attn_inner, double kv_inner, double pairs,
                              double mlp_matrices) {
   const double projections = 2 * tokens * d * (2 * attn_inner + 2 * kv_inner);
-  const double attention = 4 * pairs * (attn_inner);
+  const double attention = 4 * pairs * attn_inner;  // QK^T and PV over every query head
   const double mlp = 2 * tokens * d * ff * mlp_matrices;
   return projections + attention + mlp;
 }
 
 }  // namespace
 
-std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len) {
+std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
+                                         double llm_attention_pairs) {
   std::vector<double> flops(spec.layers.size(), 0.0);
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ChainSpec& chain = spec.chains[c];
@@ -30,7 +31,10 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
         const double kv = static_cast<double>(l.num_kv_heads * (l.hidden_size / l.num_heads));
         if (pos == 0) f = s * d;  // embedding gather and scatter
         else if (pos == last) f = 2 * s * d * static_cast<double>(l.vocab_size);
-        else f = TransformerBlockFlops(s, d, static_cast<double>(l.intermediate_size), d, kv, s * (s + 1) / 2, 3);
+        else {
+          const double pairs = llm_attention_pairs >= 0 ? llm_attention_pairs : s * (s + 1) / 2;
+          f = TransformerBlockFlops(s, d, static_cast<double>(l.intermediate_size), d, kv, pairs, 3);
+        }
       } else {
         const EncoderConfig& e = model.encoders[c];
         const double t = static_cast<double>(EncoderTokens(e)), d = static_cast<double>(e.hidden_size);

@@ -5,9 +5,11 @@
 #include <chrono>
 #include <cmath>
 
+#include "cornstarch/attention/tile_mask.h"
 #include "cornstarch/data/synthetic_dataset.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/pipeline/cost_model.h"
 #include "cornstarch/train/adamw.h"
 #include "cornstarch/train/grad_sync.h"
 #include "cornstarch/train/lr_schedule.h"
@@ -51,6 +53,20 @@ void Trainer::Init() {
   data_ = std::make_unique<SyntheticDataset>(config.model, config.data, seed);
   optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), config.optimizer);
   grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), kBucketBytes);
+  peak_flops_ = config.logging.peak_tflops > 0 ? config.logging.peak_tflops * 1e12 : MeasureGemmFlops();
+}
+
+double Trainer::BatchFlops(const Batch& batch) const {
+  const int64_t b = batch.batch_size(), s = batch.seq_len();
+  const torch::Tensor words = batch.mask_words.contiguous();
+  double pairs = 0;
+  for (int64_t i = 0; i < b; ++i) pairs += TileMask(words[i].data_ptr<int64_t>(), s, s, s).allowed_pairs();
+  const ModelSpec& spec = model_->spec();
+  double per_sample = 0;
+  for (const LayerCost& c : FrozenAwareCosts(spec, EstimateForwardFlops(config_.model, spec, s, pairs / b))) {
+    per_sample += c.total();
+  }
+  return per_sample * static_cast<double>(b);
 }
 
 Trainer::~Trainer() = default;
@@ -67,12 +83,13 @@ StepMetrics Trainer::Step() {
   Communicator& dp = runtime_.group(Axis::kDP);
   const int64_t local = t.global_batch_size / dp.size();
   std::vector<Batch> micro;
-  double local_targets = 0, local_tokens = 0;
+  double local_targets = 0, local_tokens = 0, local_flops = 0;
   for (int64_t first = step_ * t.global_batch_size + dp.rank() * local, end = first + local; first < end;
        first += t.micro_batch_size) {
     micro.push_back(data_->Get(first, t.micro_batch_size));
     local_targets += micro.back().labels.ne(-100).sum().item<double>();
     local_tokens += micro.back().mask_words.ne(0).sum().item<double>();
+    local_flops += BatchFlops(micro.back());
   }
   const double targets = SumOver(dp, local_targets);
   m.tokens = static_cast<int64_t>(SumOver(dp, local_tokens));
@@ -94,6 +111,9 @@ StepMetrics Trainer::Step() {
 
   ++step_;
   m.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m.flops = SumOver(dp, local_flops);
+  m.mfu = m.flops / (m.step_seconds * peak_flops_ * runtime_.dims().world_size());
+  m.peak_memory_mib = PeakResidentMiB();
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 namespace cornstarch {
@@ -29,6 +30,22 @@ void SetBlasThreads(int threads) {
   using SetThreads = void (*)(int);
   // The symbol exists only when libblas.so.3 resolves to OpenBLAS.
   if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
+}
+
+double MeasureGemmFlops() {
+  torch::NoGradGuard no_grad;
+  // One GEMM with all of this process's threads: the rate its cores can reach.
+  SetBlasThreads(at::get_num_threads());
+  const torch::Tensor a = torch::randn({512, 512}), b = torch::randn({512, 512});
+  torch::mm(a, b);  // warm-up
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    torch::mm(a, b);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  SetBlasThreads(1);
+  return 2.0 * 512 * 512 * 512 / best;
 }
 
 std::string DescribeTorchRuntime() {

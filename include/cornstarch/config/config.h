@@ -186,12 +186,15 @@ struct LoggingConfig {
   std::string level = "info";
   int64_t interval = 10;
   std::string metrics_path = "runs/metrics.jsonl";
+  double peak_tflops = 0.0;
 
   template <class F>
   void Fields(F&& f) {
     f("level", level, "Log level: trace, debug, info, warn or error.");
     f("interval", interval, "Print the per-step line every this many steps (and at the first and last step).");
     f("metrics_path", metrics_path, "JSONL file with one object per step; empty disables it.");
+    f("peak_tflops", peak_tflops, "Peak TFLOP/s of one rank for MFU (e.g. 989 for H100 bf16, 312 for A100 bf16); "
+                                  "0 measures this CPU's fp32 GEMM rate at start-up.");
   }
 };
 

@@ -18,8 +18,10 @@ struct LayerCost {
 };
 
 // Forward FLOPs of every layer of `spec` for one sample of `seq_len` LLM tokens (encoder inputs per their config).
-// LLM attention counts only the causal half of the score matrix.
-std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len);
+// LLM attention counts `llm_attention_pairs` allowed (query, key) pairs per sample, by default the causal half of
+// the score matrix; the trainer passes the pairs its batches' bitfield masks actually allow.
+std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
+                                         double llm_attention_pairs = -1);
 
 // Applies the backward rule to per-layer forward costs.
 std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector<double>& forward);

@@ -15,10 +15,16 @@ struct StepMetrics {
   double grad_norm = 0;     // global norm before clipping
   int64_t tokens = 0;       // non-padding tokens processed in the step
   double step_seconds = 0;
+  double flops = 0;         // model FLOPs executed by all ranks: frozen-aware backward, allowed attention pairs only
+  double mfu = 0;           // flops / (step_seconds * peak FLOP/s * ranks)
+  double peak_memory_mib = 0;  // this process's peak resident memory
   double tokens_per_second() const { return step_seconds > 0 ? tokens / step_seconds : 0; }
 };
 
 std::string FormatStepLine(const StepMetrics& m, int64_t total_steps);
+
+// This process's peak resident memory in MiB (VmHWM; 0 where /proc is unavailable).
+double PeakResidentMiB();
 
 class MetricsWriter {
  public:

@@ -12,6 +12,7 @@
 namespace cornstarch {
 
 class AdamW;
+struct Batch;
 class DistRuntime;
 class GradSync;
 class MultimodalModel;
@@ -27,6 +28,10 @@ class Trainer {
 
   // Runs the next optimizer step.
   StepMetrics Step();
+
+  // Model FLOPs of one forward + backward of `batch` as this model executes it: frozen-aware backward (2F
+  // trainable, F frozen but passing gradients, 0 otherwise) and LLM attention over the pairs its mask allows.
+  double BatchFlops(const Batch& batch) const;
 
   // Runs the remaining steps, logging every logging.interval steps and writing the metrics file.
   std::vector<StepMetrics> Run();
@@ -45,6 +50,7 @@ class Trainer {
   std::unique_ptr<SyntheticDataset> data_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
+  double peak_flops_ = 0;  // of one rank, for MFU
   int64_t step_ = 0;
 };
 

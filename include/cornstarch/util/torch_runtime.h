@@ -14,6 +14,9 @@ int ConfigureTorchRuntime(int64_t num_threads, int ranks_per_node = 1);
 // 1, because intra-op parallelism comes from LibTorch's pool; benchmarks of plain BLAS-bound ops raise it.
 void SetBlasThreads(int threads);
 
+// fp32 GEMM rate (FLOP/s) of this process with its current threads: the MFU peak on CPUs.
+double MeasureGemmFlops();
+
 // "LibTorch 1.13.0, 2 threads, oneDNN off" — for the start-up log line.
 std::string DescribeTorchRuntime();
 

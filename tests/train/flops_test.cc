@@ -1,0 +1,61 @@
+// The MFU numerator: model FLOPs of a step, counted by hand for a small model and compared with the trainer's.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+
+#include "cornstarch/attention/bitfield_mask.h"
+#include "cornstarch/config/config.h"
+#include "cornstarch/data/synthetic_dataset.h"
+#include "cornstarch/train/trainer.h"
+
+using namespace cornstarch;
+
+TEST_CASE("step FLOPs equal a hand count: frozen-aware backward, allowed attention pairs only", "[flops]") {
+  // Vision encoder (frozen): 1 block, width 16, 2 heads, MLP 32, 16x16 image in 8x8 patches -> 4 tokens.
+  // Linear projector 16 -> 32 (trains). LLM (trains): 1 block, width 32, 2 heads of 16, 1 kv head, SwiGLU 64,
+  // vocabulary 64, 24 tokens per sequence.
+  const Config c = ParseConfig(
+      "model:\n"
+      "  llm: {vocab_size: 64, hidden_size: 32, num_layers: 1, num_heads: 2, num_kv_heads: 1, intermediate_size: 64}\n"
+      "  encoders:\n"
+      "    vision: {type: vision, hidden_size: 16, num_layers: 1, num_heads: 2, intermediate_size: 32,\n"
+      "             image_size: 16, patch_size: 8, frozen: true, projector: {type: linear}}\n"
+      "data: {seq_len: 24, num_classes: 4, max_prompt_tokens: 6}\n"
+      "train: {steps: 1, global_batch_size: 2, micro_batch_size: 2}\n"
+      "optimizer: {warmup_steps: 0}\n"
+      "logging: {metrics_path: '', level: warn, peak_tflops: 1}\n",
+      "flops.yaml");
+  Trainer trainer(c);
+  SyntheticDataset data(c.model, c.data, static_cast<uint64_t>(c.train.seed));
+  const Batch batch = data.Get(0, 2);
+
+  // Allowed pairs of the two sequences, pair by pair.
+  double pairs = 0;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 24; ++i)
+      for (int64_t j = 0; j < 24; ++j)
+        pairs += MaskAllows(batch.mask_words[b][i].item<int64_t>(), batch.mask_words[b][j].item<int64_t>(), i, j);
+
+  // Forward FLOPs per sample (2 per multiply-add).
+  const double patch = 2.0 * 4 * (3 * 8 * 8) * 16;                  // conv as a [4 x 192] x [192 x 16] product
+  const double enc_block = 2.0 * 4 * 16 * 48 + 2.0 * 4 * 16 * 16     // qkv, out
+                           + 4.0 * (4 * 4) * 16                      // QK^T and PV, all 16 pairs
+                           + 2.0 * 4 * 16 * 32 * 2;                  // fc1, fc2
+  const double enc_norm = 5.0 * 4 * 16;
+  const double projector = 2.0 * 4 * 16 * 32;
+  const double embed = 24.0 * 32;
+  const double llm_proj = 2.0 * 24 * 32 * (32 + 16 + 16 + 32);       // q, k, v (1 kv head of 16), o
+  const double llm_mlp = 2.0 * 24 * 32 * 64 * 3;                     // gate, up, down
+  const double head = 2.0 * 24 * 32 * 64;
+  // Backward: frozen encoder (nothing trainable before it) 0; projector, embed, block and head train: 2F.
+  // Attention enters per sequence with that sequence's allowed pairs: 4 * pairs * width.
+  const double per_sample_without_attention = patch + enc_block + enc_norm + 3 * projector + 3 * embed +
+                                              3 * (llm_proj + llm_mlp) + 3 * head;
+  const double expected = 2 * per_sample_without_attention + 3 * 4.0 * pairs * 32;
+  CHECK(trainer.BatchFlops(batch) == Approx(expected).epsilon(1e-12));
+
+  const StepMetrics m = trainer.Step();
+  CHECK(m.flops == Approx(expected).epsilon(1e-12));  // the step's one microbatch is this batch
+  CHECK(m.mfu == Approx(m.flops / (m.step_seconds * 1e12)).epsilon(1e-9));
+  CHECK(m.peak_memory_mib > 10);
+}
