@@ -54,40 +54,30 @@ torch::Tensor Gather1d(const torch::Tensor& v, const std::vector<Segment>& segs)
   return Gather(v.unsqueeze(1), segs).squeeze(1);
 }
 
-// Sets disallowed entries of the scores S [rows, cols] to -inf. Rows come from `row_segs`, columns from
-// `col_segs`; only (row tile, column tile) pairs classified partial need per-element checks. `query_rows`
-// says which of the two indexes queries.
+// Sets disallowed entries of the scores S [query rows, key cols] to -inf. Rows come from `row_segs` (query tiles),
+// columns from `col_segs` (key tiles); only partial tile pairs need per-element checks.
 void MaskScores(torch::Tensor& s, const std::vector<Segment>& row_segs, const std::vector<Segment>& col_segs,
-                const int64_t* words, const TileMask& tiles, bool rows_are_queries) {
+                const int64_t* words, const TileMask& tiles) {
   float* data = s.data_ptr<float>();
   const int64_t ld = s.size(1);
   for (const Segment& r : row_segs) {
     for (const Segment& c : col_segs) {
-      const TileClass cls = rows_are_queries ? tiles.cls(r.tile, c.tile) : tiles.cls(c.tile, r.tile);
-      if (cls == TileClass::kFull) continue;
+      if (tiles.cls(r.tile, c.tile) == TileClass::kFull) continue;
       for (int64_t i = 0; i < r.length; ++i) {
         float* row = data + (r.offset + i) * ld + c.offset;
         const int64_t a = r.begin + i;
         for (int64_t j = 0; j < c.length; ++j) {
-          const int64_t b = c.begin + j;
-          const bool ok = rows_are_queries ? MaskAllows(words[a], words[b], a, b) : MaskAllows(words[b], words[a], b, a);
-          if (!ok) row[j] = kNegInf;
+          if (!MaskAllows(words[a], words[c.begin + j], a, c.begin + j)) row[j] = kNegInf;
         }
       }
     }
   }
 }
 
-// exp(s - lse) in place per row; rows whose lse is -inf (nothing allowed) become 0.
-void ProbabilitiesFromLse(torch::Tensor& s, const torch::Tensor& lse, bool lse_per_row) {
-  const torch::Tensor finite_lse = lse.clamp_min(std::numeric_limits<float>::lowest());
-  if (lse_per_row) {
-    s.sub_(finite_lse.unsqueeze(1)).exp_();
-  } else {
-    s.sub_(finite_lse.unsqueeze(0)).exp_();
-  }
-  // A -inf lse was clamped to the lowest float: exp(s - lowest) would be inf; such rows have only -inf scores,
-  // and exp(-inf - lowest) = exp(-inf) = 0, so they already vanish.
+// exp(s - lse) in place, one lse per row. A -inf lse (nothing allowed) is clamped to the lowest float: such rows
+// hold only -inf scores, and exp(-inf - lowest) = 0, so they vanish instead of becoming NaN.
+void ProbabilitiesFromLse(torch::Tensor& s, const torch::Tensor& lse) {
+  s.sub_(lse.clamp_min(std::numeric_limits<float>::lowest()).unsqueeze(1)).exp_();
 }
 
 std::vector<TileMask> PlanTiles(const torch::Tensor& words, const BitfieldAttentionOptions& o) {
@@ -157,7 +147,7 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
     for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
       const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
       torch::Tensor s = torch::mm(qs, kc.t());
-      MaskScores(s, row_segs, cols, w, plan, /*rows_are_queries=*/true);
+      MaskScores(s, row_segs, cols, w, plan);
       computed += static_cast<int64_t>(cols.size());
       for (const Segment& c : cols) full += plan.cls(qt, c.tile) == TileClass::kFull;
       const torch::Tensor m_new = torch::maximum(m, std::get<0>(s.max(1)));
@@ -214,8 +204,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
     for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
       const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
       torch::Tensor p = torch::mm(qs, kc.t());
-      MaskScores(p, row_segs, cols, words[b].data_ptr<int64_t>(), plan, true);
-      ProbabilitiesFromLse(p, row_lse, /*lse_per_row=*/true);
+      MaskScores(p, row_segs, cols, words[b].data_ptr<int64_t>(), plan);
+      ProbabilitiesFromLse(p, row_lse);
       const torch::Tensor ds = p * (torch::mm(d_o, vc.t()) - row_delta.unsqueeze(1));
       dq_t.addmm_(ds, kc);
     }
@@ -239,8 +229,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
           const torch::Tensor d_o = Gather(dout[b][h], rows);
           const torch::Tensor row_lse = Gather1d(lse[b][h], rows), row_delta = Gather1d(delta[b][h], rows);
           torch::Tensor p = torch::mm(qs, kt_rows.t());  // [query rows, cols]
-          MaskScores(p, rows, col_segs, words[b].data_ptr<int64_t>(), plan, true);
-          ProbabilitiesFromLse(p, row_lse, true);
+          MaskScores(p, rows, col_segs, words[b].data_ptr<int64_t>(), plan);
+          ProbabilitiesFromLse(p, row_lse);
           dv_t.addmm_(p.t(), d_o);
           const torch::Tensor ds = p * (torch::mm(d_o, vt_rows.t()) - row_delta.unsqueeze(1));
           dk_t.addmm_(ds.t(), qs);  // qs carries the scale
