@@ -15,18 +15,25 @@ int64_t EncoderTokens(const EncoderConfig& encoder) {
 
 namespace {
 
-void AddChain(ModelSpec& spec, const std::string& name, bool upstream_needs_graph,
-              const std::vector<std::pair<std::string, bool>>& layers_and_trainable,
-              const std::vector<std::string>& modules) {
-  ChainSpec chain{name, static_cast<int>(spec.layers.size()), 0};
+// Appends `layers` (name, module, trainable set) as one chain, resolving chain index and needs_graph.
+void AddChain(ModelSpec& spec, const std::string& name, bool upstream_needs_graph, std::vector<LayerSpec> layers) {
+  const int begin = static_cast<int>(spec.layers.size());
   bool needs_graph = upstream_needs_graph;
-  for (size_t i = 0; i < layers_and_trainable.size(); ++i) {
-    const auto& [layer_name, trainable] = layers_and_trainable[i];
-    needs_graph = needs_graph || trainable;
-    spec.layers.push_back({layer_name, modules[i], static_cast<int>(spec.chains.size()), trainable, needs_graph});
+  for (LayerSpec& l : layers) {
+    l.chain = static_cast<int>(spec.chains.size());
+    l.needs_graph = needs_graph = needs_graph || l.trainable;
+    spec.layers.push_back(std::move(l));
   }
-  chain.end = static_cast<int>(spec.layers.size());
-  spec.chains.push_back(chain);
+  spec.chains.push_back({name, begin, static_cast<int>(spec.layers.size())});
+}
+
+// The embed, block.0..n-1 layers of `module`, then `tail`.
+std::vector<LayerSpec> ModuleLayers(const std::string& module, int64_t blocks, bool trainable,
+                                    const std::vector<std::string>& tail) {
+  std::vector<LayerSpec> layers = {{module + ".embed", module, 0, trainable, false}};
+  for (int64_t i = 0; i < blocks; ++i) layers.push_back({module + ".block." + std::to_string(i), module, 0, trainable, false});
+  for (const std::string& t : tail) layers.push_back({module + "." + t, module, 0, trainable, false});
+  return layers;
 }
 
 }  // namespace
@@ -35,27 +42,12 @@ ModelSpec BuildModelSpec(const ModelConfig& model) {
   ModelSpec spec;
   bool any_encoder_needs_graph = false;
   for (const EncoderConfig& enc : model.encoders) {
-    const std::string module = "encoder." + enc.name;
-    std::vector<std::pair<std::string, bool>> layers;
-    std::vector<std::string> modules;
-    auto add = [&](const std::string& layer, const std::string& mod, bool trainable) {
-      layers.emplace_back(layer, trainable);
-      modules.push_back(mod);
-    };
-    add(module + ".embed", module, !enc.frozen);
-    for (int64_t i = 0; i < enc.num_layers; ++i) add(module + ".block." + std::to_string(i), module, !enc.frozen);
-    add(module + ".norm", module, !enc.frozen);
-    add("projector." + enc.name, "projector." + enc.name, !enc.projector.frozen);
-    AddChain(spec, enc.name, false, layers, modules);
+    std::vector<LayerSpec> layers = ModuleLayers("encoder." + enc.name, enc.num_layers, !enc.frozen, {"norm"});
+    layers.push_back({"projector." + enc.name, "projector." + enc.name, 0, !enc.projector.frozen, false});
+    AddChain(spec, enc.name, false, std::move(layers));
     any_encoder_needs_graph = any_encoder_needs_graph || spec.layers.back().needs_graph;
   }
-  std::vector<std::pair<std::string, bool>> layers;
-  layers.emplace_back("llm.embed", !model.llm.frozen);
-  for (int64_t i = 0; i < model.llm.num_layers; ++i) {
-    layers.emplace_back("llm.block." + std::to_string(i), !model.llm.frozen);
-  }
-  layers.emplace_back("llm.head", !model.llm.frozen);
-  AddChain(spec, "llm", any_encoder_needs_graph, layers, std::vector<std::string>(layers.size(), "llm"));
+  AddChain(spec, "llm", any_encoder_needs_graph, ModuleLayers("llm", model.llm.num_layers, !model.llm.frozen, {"head"}));
   return spec;
 }
 
