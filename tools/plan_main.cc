@@ -85,11 +85,8 @@ int main(int argc, char** argv) {
                                               : LoadConfig(config_path, overrides);
     const ModelSpec spec = BuildModelSpec(config.model);
     if (ranks == 0) ranks = std::max<int>(static_cast<int>(config.parallel.pp), static_cast<int>(spec.chains.size()));
-    const int microbatches =
-        static_cast<int>(config.train.global_batch_size / (config.train.micro_batch_size * config.parallel.dp));
-    std::vector<double> forward = EstimateForwardFlops(config.model, spec, config.data.seq_len);
-    for (double& f : forward) f *= static_cast<double>(config.train.micro_batch_size);
-    const std::vector<LayerCost> costs = FrozenAwareCosts(spec, forward);
+    const int microbatches = MicrobatchesPerStep(config);
+    const std::vector<LayerCost> costs = MicrobatchCosts(config, spec);
     std::printf("cornstarch-plan: %d pipeline stages, %d microbatches of %lld sequences, costs from a FLOP estimate "
                 "at %.0f GFLOP/s per rank\n",
                 ranks, microbatches, static_cast<long long>(config.train.micro_batch_size), gflops);

@@ -14,6 +14,7 @@
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/pipeline/planner.h"
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/util/check.h"
 #include "cornstarch/util/logging.h"
@@ -100,19 +101,26 @@ int main(int argc, char** argv) {
       return 0;
     }
     spdlog::set_level(spdlog::level::from_str(config.logging.level));
-    cornstarch::DistRuntime runtime(config.parallel, env, {}, &argc, &argv);
-    if (env.rank == 0) {
-      spdlog::info("cornstarch-train {}, config {}, {}", CORNSTARCH_VERSION, source, runtime.dims().Describe());
-    }
+    // Every rank derives the same plan from the config, before MPI starts, so a bad layout fails everywhere.
+    const cornstarch::ModelSpec spec = cornstarch::BuildModelSpec(config.model);
+    const cornstarch::PipelinePlan plan = cornstarch::PlanFromConfig(config, spec);
+    cornstarch::DistRuntime runtime(config.parallel, env, cornstarch::StageSetsOf(plan, spec), &argc, &argv);
     cornstarch::Trainer trainer(config, runtime);
     if (env.rank == 0) {
+      spdlog::info("cornstarch-train {}, config {}, {}; {}", CORNSTARCH_VERSION, source, runtime.dims().Describe(),
+                   cornstarch::DescribeTorchRuntime());
+    }
+    const cornstarch::ParallelDims::Coord coord = runtime.coord();
+    if (coord.dp == 0 && coord.cp == 0) {  // one line per pipeline stage
       int64_t total = 0, trainable = 0;
       for (const auto& [name, p] : trainer.model().NamedParameters()) {
         total += p.numel();
         if (p.requires_grad()) trainable += p.numel();
       }
-      spdlog::info("model: {} layers, {} parameters ({} trainable); {}", trainer.model().spec().layers.size(), total,
-                   trainable, cornstarch::DescribeTorchRuntime());
+      const std::vector<int>& layers = plan.stages[coord.pp].layers;
+      spdlog::info("stage {}/{} ({}): {} layers {} .. {}, {} parameters ({} trainable)", coord.pp,
+                   plan.stages.size(), cornstarch::PlanModeName(plan.mode), layers.size(),
+                   spec.layers[layers.front()].name, spec.layers[layers.back()].name, total, trainable);
     }
     trainer.Run();
     return 0;

@@ -300,6 +300,7 @@ void Validate(const Config& c) {
   RequirePositive("parallel.pp", c.parallel.pp);
   RequirePositive("parallel.cp", c.parallel.cp);
   RequirePositive("parallel.dp", c.parallel.dp);
+  RequireOneOf("parallel.pipeline", c.parallel.pipeline, {"frozen_aware", "uniform", "colocated"});
   RequirePositive("parallel.timeout_seconds", c.parallel.timeout_seconds);
 
   const TrainConfig& t = c.train;

@@ -31,11 +31,21 @@ std::shared_ptr<Layer> MakeLayer(const ModelConfig& config, const ModelSpec& spe
   return std::make_shared<EncoderBlock>(enc);
 }
 
+std::vector<int> AllLayers(const ModelConfig& config) {
+  std::vector<int> all(BuildModelSpec(config).layers.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return all;
+}
+
 }  // namespace
 
 MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed)
-    : config_(config), spec_(BuildModelSpec(config)) {
-  for (int i = 0; i < static_cast<int>(spec_.layers.size()); ++i) {
+    : MultimodalModel(config, seed, AllLayers(config)) {}
+
+MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed, const std::vector<int>& layers)
+    : config_(config), spec_(BuildModelSpec(config)), layers_(spec_.layers.size()) {
+  for (int i : layers) {
+    CS_CHECK(i >= 0 && i < static_cast<int>(spec_.layers.size()) && !layers_[i], "layer index ", i);
     torch::manual_seed(MixSeed(seed, static_cast<uint64_t>(i)));
     std::shared_ptr<Layer> layer = MakeLayer(config, spec_, i);
     torch::NoGradGuard no_grad;
@@ -51,7 +61,7 @@ MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed)
       }
       p.set_requires_grad(spec_.layers[i].trainable);
     }
-    layers_.push_back(std::move(layer));
+    layers_[i] = std::move(layer);
   }
 }
 
@@ -64,6 +74,7 @@ ForwardContext MultimodalModel::MakeContext(const Batch& batch) const {
 }
 
 torch::Tensor MultimodalModel::RunLayer(int index, const torch::Tensor& x, ForwardContext& ctx) {
+  CS_CHECK(layers_.at(index), "layer ", spec_.layers[index].name, " is not built in this process");
   if (spec_.layers[index].needs_graph) return layers_[index]->Forward(x, ctx);
   torch::NoGradGuard no_grad;
   return layers_[index]->Forward(x, ctx);
@@ -97,6 +108,7 @@ torch::Tensor MultimodalModel::TokenLossSum(const torch::Tensor& logits, const t
 std::vector<std::pair<std::string, torch::Tensor>> MultimodalModel::NamedParameters() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!layers_[i]) continue;
     for (const auto& item : layers_[i]->named_parameters()) {
       out.emplace_back(spec_.layers[i].name + "." + item.key(), item.value());
     }

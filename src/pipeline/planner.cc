@@ -86,7 +86,8 @@ PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& c
   }
   if (num_stages < encoders + 1) {
     throw Error("parallel.pp: " + std::string(PlanModeName(mode)) + " needs at least one stage per encoder and one " +
-                "for the LLM (" + std::to_string(encoders + 1) + "), got " + std::to_string(num_stages));
+                "for the LLM (" + std::to_string(encoders + 1) + "), got " + std::to_string(num_stages) +
+                "; use more ranks or parallel.pipeline=colocated");
   }
   // Every split of the stage budget: k_c >= 1 stages per chain, no more stages than layers, sum = num_stages.
   PipelinePlan best;
@@ -121,6 +122,37 @@ PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& c
     throw Error("parallel.pp: " + std::to_string(num_stages) + " stages cannot be filled: the chains have fewer layers");
   }
   return best;
+}
+
+PlanMode ParsePlanMode(const std::string& name) {
+  if (name == "uniform") return PlanMode::kUniform;
+  if (name == "colocated") return PlanMode::kColocated;
+  CS_CHECK(name == "frozen_aware", "plan mode ", name);
+  return PlanMode::kFrozenAware;
+}
+
+int MicrobatchesPerStep(const Config& config) {
+  const TrainConfig& t = config.train;
+  return static_cast<int>(t.global_batch_size / (t.micro_batch_size * config.parallel.dp));
+}
+
+std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec) {
+  std::vector<double> forward = EstimateForwardFlops(config.model, spec, config.data.seq_len);
+  for (double& f : forward) f *= static_cast<double>(config.train.micro_batch_size);
+  return FrozenAwareCosts(spec, forward);
+}
+
+PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec) {
+  const int pp = static_cast<int>(config.parallel.pp);
+  const PlanMode mode = pp == 1 ? PlanMode::kColocated : ParsePlanMode(config.parallel.pipeline);
+  return PlanPipeline(spec, MicrobatchCosts(config, spec), pp, MicrobatchesPerStep(config), mode);
+}
+
+std::vector<StageSet> StageSetsOf(const PipelinePlan& plan, const ModelSpec& spec) {
+  std::vector<StageSet> sets;
+  for (size_t c = 0; c < plan.encoder_stages.size(); ++c) sets.push_back({spec.chains[c].name, plan.encoder_stages[c]});
+  sets.push_back({"llm", plan.llm_stages});
+  return sets;
 }
 
 }  // namespace cornstarch

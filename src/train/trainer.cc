@@ -10,6 +10,7 @@
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/pipeline/cost_model.h"
+#include "cornstarch/pipeline/executor.h"
 #include "cornstarch/train/adamw.h"
 #include "cornstarch/train/grad_sync.h"
 #include "cornstarch/train/lr_schedule.h"
@@ -45,11 +46,13 @@ Trainer::Trainer(const Config& config, DistRuntime& runtime) : config_(config), 
 
 void Trainer::Init() {
   const Config& config = config_;
-  if (config.parallel.pp > 1) throw Error("parallel.pp: pipeline parallelism is not available in this version; set 1");
   if (config.parallel.cp > 1) throw Error("parallel.cp: context parallelism is not available in this version; set 1");
   ConfigureTorchRuntime(config.train.num_threads, runtime_.env().local_world_size);
   const auto seed = static_cast<uint64_t>(config.train.seed);
-  model_ = std::make_unique<MultimodalModel>(config.model, seed);
+  plan_ = std::make_unique<PipelinePlan>(PlanFromConfig(config, BuildModelSpec(config.model)));
+  const int stage = runtime_.coord().pp;
+  model_ = std::make_unique<MultimodalModel>(config.model, seed, plan_->stages[stage].layers);
+  executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP));
   data_ = std::make_unique<SyntheticDataset>(config.model, config.data, seed);
   optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), config.optimizer);
   grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), kBucketBytes);
@@ -93,17 +96,14 @@ StepMetrics Trainer::Step() {
   }
   const double targets = SumOver(dp, local_targets);
   m.tokens = static_cast<int64_t>(SumOver(dp, local_tokens));
-  double loss_sum = 0;
-  for (const Batch& batch : micro) {
-    const torch::Tensor loss = model_->LossSum(batch);
-    (loss / targets).backward();
-    loss_sum += loss.item<double>();
-  }
-  m.loss = SumOver(dp, loss_sum) / targets;
+  // Only the last stage of each pipeline computes losses; the others add zeros.
+  m.loss = SumOver(runtime_.world(), executor_->Step(micro, targets)) / targets;
   grad_sync_->AllReduceSum(dp);
 
+  // Each parameter lives on one stage, and after the dp sum every replica holds the same gradient: the global
+  // norm adds the stages' squared norms once.
   const std::vector<torch::Tensor>& params = optimizer_->params();
-  m.grad_norm = std::sqrt(SquaredGradNorm(params));
+  m.grad_norm = std::sqrt(SumOver(runtime_.group(Axis::kPP), SquaredGradNorm(params)));
   const double factor = ClipFactor(m.grad_norm, t.grad_clip_norm);
   if (factor < 1.0) ScaleGrads(params, factor);
   optimizer_->Step(m.lr);

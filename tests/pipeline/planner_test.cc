@@ -86,5 +86,6 @@ TEST_CASE("too few stages for separate encoder stages is a config error", "[plan
   const Config c = Llava(true);
   const ModelSpec spec = BuildModelSpec(c.model);
   CHECK_THROWS_WITH(PlanPipeline(spec, Costs(c, spec), 2, 4, PlanMode::kFrozenAware),
-                    "parallel.pp: frozen_aware needs at least one stage per encoder and one for the LLM (3), got 2");
+                    "parallel.pp: frozen_aware needs at least one stage per encoder and one for the LLM (3), got 2; "
+                    "use more ranks or parallel.pipeline=colocated");
 }

@@ -103,6 +103,7 @@ struct ParallelConfig {
   int64_t pp = 1;
   int64_t cp = 1;
   int64_t dp = 1;
+  std::string pipeline = "frozen_aware";
   double timeout_seconds = 300.0;
 
   template <class F>
@@ -110,6 +111,9 @@ struct ParallelConfig {
     f("pp", pp, "Pipeline-parallel degree. 1 means disabled.");
     f("cp", cp, "Context-parallel degree. 1 means disabled.");
     f("dp", dp, "Data-parallel degree. 1 means disabled.");
+    f("pipeline", pipeline, "Placement of layers on the pp stages: frozen_aware (each encoder on stages of its own, "
+                            "cut by frozen-aware cost), uniform (the same, equal layer counts) or colocated (every "
+                            "encoder on the first LLM stage, as LLM-centric trainers do).");
     f("timeout_seconds", timeout_seconds, "A communication that does not complete within this many seconds "
                                           "reports the stuck rank and operation and aborts the job.");
   }

@@ -20,9 +20,12 @@ namespace cornstarch {
 class MultimodalModel {
  public:
   MultimodalModel(const ModelConfig& config, uint64_t seed);
+  // Builds only `layers` (indices into spec().layers): a pipeline stage's share of the model.
+  MultimodalModel(const ModelConfig& config, uint64_t seed, const std::vector<int>& layers);
 
   const ModelSpec& spec() const { return spec_; }
-  Layer& layer(int index) { return *layers_.at(index); }
+  const ModelConfig& config() const { return config_; }
+  bool has_layer(int index) const { return layers_.at(index) != nullptr; }
 
   // The per-microbatch tables every LLM layer reads (RoPE).
   ForwardContext MakeContext(const Batch& batch) const;
@@ -30,14 +33,14 @@ class MultimodalModel {
   // Runs layer `index` on x, under no-grad when spec().layers[index].needs_graph is false.
   torch::Tensor RunLayer(int index, const torch::Tensor& x, ForwardContext& ctx);
 
-  // Every encoder chain, then the LLM: logits [B, S, vocab].
+  // Every encoder chain, then the LLM: logits [B, S, vocab]. REQUIRES: every layer built.
   torch::Tensor Logits(const Batch& batch);
 
   // Sum of the token cross-entropies over labelled positions (labels != -100).
   torch::Tensor LossSum(const Batch& batch) { return TokenLossSum(Logits(batch), batch.labels); }
   static torch::Tensor TokenLossSum(const torch::Tensor& logits, const torch::Tensor& labels);
 
-  // ("encoder.vision.block.0.qkv.weight", tensor) for every parameter, in layer order.
+  // ("encoder.vision.block.0.qkv.weight", tensor) for every parameter of the built layers, in layer order.
   std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() const;
   std::vector<torch::Tensor> TrainableParameters() const;
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cornstarch/config/config.h"
+#include "cornstarch/dist/parallel_dims.h"
 #include "cornstarch/model/model_spec.h"
 #include "cornstarch/pipeline/cost_model.h"
 #include "cornstarch/pipeline/schedule.h"
@@ -41,5 +43,22 @@ struct PipelinePlan {
 // throws Error naming parallel.pp otherwise.
 PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_stages,
                           int microbatches, PlanMode mode, double transfer = 0.0);
+
+// REQUIRES: a validated parallel.pipeline value.
+PlanMode ParsePlanMode(const std::string& name);
+
+// Microbatches per step on one data-parallel rank: global_batch_size / (micro_batch_size * dp).
+int MicrobatchesPerStep(const Config& config);
+
+// Frozen-aware costs of one microbatch (micro_batch_size sequences of data.seq_len) from the FLOP estimate:
+// deterministic, so every rank derives the same plan without talking to the others.
+std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec);
+
+// The plan a run executes: parallel.pp stages placed as parallel.pipeline says; pp = 1 is one stage holding
+// every layer, whatever the mode.
+PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec);
+
+// The stage sets of a plan for ParallelDims: one per encoder chain, then "llm" (only "llm" when colocated).
+std::vector<StageSet> StageSetsOf(const PipelinePlan& plan, const ModelSpec& spec);
 
 }  // namespace cornstarch

@@ -1,6 +1,7 @@
-// The training loop: this data-parallel rank's slice of the global batch -> microbatches -> forward/backward with
-// gradient accumulation -> gradient sum over the dp group -> global grad-norm clipping -> AdamW step at the
-// scheduled learning rate -> metrics (logged and written by rank 0 only).
+// The training loop: this data-parallel rank's slice of the global batch -> microbatches -> this pipeline stage's
+// forwards and backwards in schedule order, with gradient accumulation -> gradient sum over the dp group ->
+// global grad-norm clipping -> AdamW step of the stage's parameters at the scheduled learning rate -> metrics
+// (logged and written by rank 0 only).
 #pragma once
 
 #include <memory>
@@ -16,6 +17,8 @@ struct Batch;
 class DistRuntime;
 class GradSync;
 class MultimodalModel;
+class PipelineExecutor;
+struct PipelinePlan;
 class SyntheticDataset;
 
 class Trainer {
@@ -36,7 +39,10 @@ class Trainer {
   // Runs the remaining steps, logging every logging.interval steps and writing the metrics file.
   std::vector<StepMetrics> Run();
 
+  // This process's share of the model: the layers of its pipeline stage.
   MultimodalModel& model() { return *model_; }
+  const PipelinePlan& plan() const { return *plan_; }
+  const PipelineExecutor& executor() const { return *executor_; }
   const AdamW& optimizer() const { return *optimizer_; }
   int64_t step() const { return step_; }
 
@@ -46,7 +52,9 @@ class Trainer {
   Config config_;
   std::unique_ptr<DistRuntime> own_runtime_;  // set for single-process runs
   DistRuntime& runtime_;
+  std::unique_ptr<PipelinePlan> plan_;
   std::unique_ptr<MultimodalModel> model_;
+  std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<SyntheticDataset> data_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
