@@ -1,7 +1,9 @@
 // cornstarch-plan: the pipeline plan of a config without training and without MPI. For each placement
 // (frozen-aware, uniform layer counts, colocated encoders) prints the stages with their layers and frozen-aware
 // costs, the simulated 1F1B step and its bubble, and writes the frozen-aware timeline as Chrome-trace JSON.
-//   cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] [--gflops RATE]
+// Costs come from the FLOP estimate at an assumed rate, or with --profile from timing every layer here.
+//   cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] [--gflops RATE] [--profile]
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -11,7 +13,9 @@
 
 #include "cornstarch/config/config.h"
 #include "cornstarch/pipeline/planner.h"
+#include "cornstarch/pipeline/profiler.h"
 #include "cornstarch/util/check.h"
+#include "cornstarch/util/torch_runtime.h"
 
 extern const char kEmbeddedConfig[];
 
@@ -25,10 +29,11 @@ std::string LayerRange(const ModelSpec& spec, const StagePlan& s) {
   return s.layers.size() == 1 ? first : first + " .. " + last + " (" + std::to_string(s.layers.size()) + ")";
 }
 
-void Print(const ModelSpec& spec, const PipelinePlan& plan, double gflops) {
-  const double ms = 1e3 / (gflops * 1e9);  // FLOPs -> ms at the assumed rate
-  std::printf("\n== %s: step %.2f ms, bubble %.1f%%, bottleneck stage %.2f ms\n", PlanModeName(plan.mode),
-              plan.timeline.makespan * ms, 100 * plan.timeline.bubble_fraction, plan.bottleneck * ms);
+// `ms`: milliseconds per cost unit.
+void Print(const ModelSpec& spec, const PipelinePlan& plan, double ms) {
+  std::printf("\n== %s (%s): step %.2f ms, bubble %.1f%%, bottleneck stage %.2f ms\n", PlanModeName(plan.mode),
+              DescribeStages(plan, spec).c_str(), plan.timeline.makespan * ms, 100 * plan.timeline.bubble_fraction,
+              plan.bottleneck * ms);
   std::printf("%5s  %-58s %10s %10s %5s\n", "stage", "layers", "fwd ms", "bwd ms", "bwd?");
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const StagePlan& st = plan.stages[s];
@@ -37,8 +42,8 @@ void Print(const ModelSpec& spec, const PipelinePlan& plan, double gflops) {
   }
 }
 
-void WriteTrace(const PipelinePlan& plan, double gflops, const std::string& path) {
-  const double us = 1e6 / (gflops * 1e9);
+void WriteTrace(const PipelinePlan& plan, double ms, const std::string& path) {
+  const double us = 1e3 * ms;
   nlohmann::json events = nlohmann::json::array();
   for (size_t s = 0; s < plan.timeline.stages.size(); ++s) {
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
@@ -61,6 +66,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> overrides;
     int ranks = 0;
     double gflops = 100;
+    bool profile = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       auto value = [&]() -> std::string {
@@ -72,10 +78,13 @@ int main(int argc, char** argv) {
       else if (a == "--ranks") ranks = std::stoi(value());
       else if (a == "--trace") trace = value();
       else if (a == "--gflops") gflops = std::stod(value());
+      else if (a == "--profile") profile = true;
       else if (a == "--help") {
         std::cout << "usage: cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] "
-                     "[--gflops RATE]\n  --ranks: pipeline stages to plan for (default: parallel.pp, at least one "
-                     "per chain)\n  --gflops: assumed per-rank rate to turn FLOPs into time (default 100)\n";
+                     "[--gflops RATE] [--profile]\n  --ranks: pipeline stages to plan for (default: parallel.pp, at least one "
+                     "per chain)\n  --gflops: assumed per-rank rate to turn FLOPs into time (default 100)\n"
+                     "  --profile: time every layer's forward on this machine instead (one process, "
+                     "train.num_threads threads)\n";
         return 0;
       } else {
         throw Error(a + ": unknown argument (see --help)");
@@ -86,18 +95,29 @@ int main(int argc, char** argv) {
     const ModelSpec spec = BuildModelSpec(config.model);
     if (ranks == 0) ranks = std::max<int>(static_cast<int>(config.parallel.pp), static_cast<int>(spec.chains.size()));
     const int microbatches = MicrobatchesPerStep(config);
-    const std::vector<LayerCost> costs = MicrobatchCosts(config, spec);
-    std::printf("cornstarch-plan: %d pipeline stages, %d microbatches of %lld sequences, costs from a FLOP estimate "
-                "at %.0f GFLOP/s per rank\n",
-                ranks, microbatches, static_cast<long long>(config.train.micro_batch_size), gflops);
+    std::vector<LayerCost> costs = MicrobatchCosts(config, spec);
+    double ms = 1e3 / (gflops * 1e9);  // FLOPs -> ms at the assumed rate
+    if (profile) {
+      ConfigureTorchRuntime(config.train.num_threads, 1);
+      costs = FrozenAwareCosts(spec, ProfileForwardSeconds(config));
+      ms = 1e3;
+    }
+    const std::string source = profile ? "profiled on this machine"
+                                       : "from a FLOP estimate at " + std::to_string(std::lround(gflops)) + " GFLOP/s per rank";
+    std::printf("cornstarch-plan: %d pipeline stages, %d microbatches of %lld sequences, costs %s\n", ranks,
+                microbatches, static_cast<long long>(config.train.micro_batch_size), source.c_str());
     PipelinePlan aware;
     for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated}) {
-      const PipelinePlan plan = PlanPipeline(spec, costs, ranks, microbatches, mode);
-      Print(spec, plan, gflops);
-      if (mode == PlanMode::kFrozenAware) aware = plan;
+      try {
+        const PipelinePlan plan = PlanPipeline(spec, costs, ranks, microbatches, mode);
+        Print(spec, plan, ms);
+        if (mode == PlanMode::kFrozenAware) aware = plan;
+      } catch (const Error& e) {
+        std::printf("\n== %s: %s\n", PlanModeName(mode), e.what());
+      }
     }
     if (!trace.empty()) {
-      WriteTrace(aware, gflops, trace);
+      WriteTrace(aware, ms, trace);
       std::printf("\nwrote the frozen-aware timeline to %s (chrome://tracing or Perfetto)\n", trace.c_str());
     }
     return 0;

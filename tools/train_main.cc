@@ -101,14 +101,20 @@ int main(int argc, char** argv) {
       return 0;
     }
     spdlog::set_level(spdlog::level::from_str(config.logging.level));
-    // Every rank derives the same plan from the config, before MPI starts, so a bad layout fails everywhere.
-    const cornstarch::ModelSpec spec = cornstarch::BuildModelSpec(config.model);
-    const cornstarch::PipelinePlan plan = cornstarch::PlanFromConfig(config, spec);
-    cornstarch::DistRuntime runtime(config.parallel, env, cornstarch::StageSetsOf(plan, spec), &argc, &argv);
+    cornstarch::DistRuntime runtime(config.parallel, env, &argc, &argv);
     cornstarch::Trainer trainer(config, runtime);
+    const cornstarch::PipelinePlan& plan = trainer.plan();
+    const cornstarch::ModelSpec& spec = trainer.model().spec();
     if (env.rank == 0) {
       spdlog::info("cornstarch-train {}, config {}, {}; {}", CORNSTARCH_VERSION, source, runtime.dims().Describe(),
                    cornstarch::DescribeTorchRuntime());
+      if (plan.stages.size() > 1) {
+        spdlog::info("pipeline: {} placement on {} costs, stages {}, {} microbatches, simulated bubble {:.1f}%",
+                     cornstarch::PlanModeName(plan.mode),
+                     config.parallel.pipeline_costs == "profile" ? "profiled" : "FLOP-estimated",
+                     cornstarch::DescribeStages(plan, spec), cornstarch::MicrobatchesPerStep(config),
+                     100 * plan.timeline.bubble_fraction);
+      }
     }
     const cornstarch::ParallelDims::Coord coord = runtime.coord();
     if (coord.dp == 0 && coord.cp == 0) {  // one line per pipeline stage
@@ -118,9 +124,9 @@ int main(int argc, char** argv) {
         if (p.requires_grad()) trainable += p.numel();
       }
       const std::vector<int>& layers = plan.stages[coord.pp].layers;
-      spdlog::info("stage {}/{} ({}): {} layers {} .. {}, {} parameters ({} trainable)", coord.pp,
-                   plan.stages.size(), cornstarch::PlanModeName(plan.mode), layers.size(),
-                   spec.layers[layers.front()].name, spec.layers[layers.back()].name, total, trainable);
+      spdlog::info("stage {}/{}: {} layers {} .. {}, {} parameters ({} trainable)", coord.pp, plan.stages.size(),
+                   layers.size(), spec.layers[layers.front()].name, spec.layers[layers.back()].name, total,
+                   trainable);
     }
     trainer.Run();
     return 0;

@@ -301,6 +301,7 @@ void Validate(const Config& c) {
   RequirePositive("parallel.cp", c.parallel.cp);
   RequirePositive("parallel.dp", c.parallel.dp);
   RequireOneOf("parallel.pipeline", c.parallel.pipeline, {"frozen_aware", "uniform", "colocated"});
+  RequireOneOf("parallel.pipeline_costs", c.parallel.pipeline_costs, {"profile", "flops"});
   RequirePositive("parallel.timeout_seconds", c.parallel.timeout_seconds);
 
   const TrainConfig& t = c.train;

@@ -1,7 +1,5 @@
 #include "cornstarch/dist/parallel_dims.h"
 
-#include <set>
-
 #include "cornstarch/util/check.h"
 
 namespace cornstarch {
@@ -26,9 +24,8 @@ int ParallelDims::Coord::operator[](Axis a) const {
   return 0;
 }
 
-ParallelDims::ParallelDims(int pp, int dp, int cp, int tp, int world_size, std::vector<StageSet> stage_sets,
-                           const std::string& world_source)
-    : pp_(pp), dp_(dp), cp_(cp), tp_(tp), stage_sets_(std::move(stage_sets)) {
+ParallelDims::ParallelDims(int pp, int dp, int cp, int tp, int world_size, const std::string& world_source)
+    : pp_(pp), dp_(dp), cp_(cp), tp_(tp) {
   for (Axis a : {Axis::kPP, Axis::kDP, Axis::kCP, Axis::kTP}) {
     if (degree(a) < 1) {
       throw Error(std::string("parallel.") + AxisName(a) + ": must be at least 1, got " + std::to_string(degree(a)));
@@ -41,22 +38,6 @@ ParallelDims::ParallelDims(int pp, int dp, int cp, int tp, int world_size, std::
                 std::to_string(cp_) + " x tp=" + std::to_string(tp_) + " needs " + std::to_string(needed) +
                 " ranks, but the job has " + std::to_string(world_size) +
                 (world_source.empty() ? "" : " (from " + world_source + ")"));
-  }
-  if (stage_sets_.empty()) stage_sets_.push_back({"llm", pp_});
-  int stages = 0;
-  std::string sum;
-  std::set<std::string> names;
-  for (const StageSet& s : stage_sets_) {
-    if (s.num_stages < 1) {
-      throw Error("parallel: stage set '" + s.name + "' needs at least 1 stage, got " + std::to_string(s.num_stages));
-    }
-    if (!names.insert(s.name).second) throw Error("parallel: stage set '" + s.name + "' appears twice");
-    stages += s.num_stages;
-    sum += (sum.empty() ? "" : " + ") + s.name + ":" + std::to_string(s.num_stages);
-  }
-  if (stages != pp_) {
-    throw Error("parallel.pp: the stage sets " + sum + " = " + std::to_string(stages) + " stages, got pp=" +
-                std::to_string(pp_));
   }
 }
 
@@ -105,26 +86,8 @@ std::vector<int> ParallelDims::GroupRanks(int rank, Axis axis) const {
 
 int ParallelDims::GroupColor(int rank, Axis axis) const { return GroupRanks(rank, axis).front(); }
 
-int ParallelDims::StageSetOf(int stage) const {
-  CS_CHECK(stage >= 0 && stage < pp_, "stage ", stage, " outside pp=", pp_);
-  for (int s = 0, first = 0; s < static_cast<int>(stage_sets_.size()); ++s) {
-    first += stage_sets_[s].num_stages;
-    if (stage < first) return s;
-  }
-  return -1;
-}
-
-int ParallelDims::FirstStage(int set) const {
-  CS_CHECK(set >= 0 && set < static_cast<int>(stage_sets_.size()), "stage set ", set);
-  int first = 0;
-  for (int s = 0; s < set; ++s) first += stage_sets_[s].num_stages;
-  return first;
-}
-
 std::string ParallelDims::Describe() const {
-  std::string sets;
-  for (const StageSet& s : stage_sets_) sets += (sets.empty() ? "" : " ") + s.name + ":" + std::to_string(s.num_stages);
-  return "pp=" + std::to_string(pp_) + " [" + sets + "] x dp=" + std::to_string(dp_) + " x cp=" + std::to_string(cp_) +
+  return "pp=" + std::to_string(pp_) + " x dp=" + std::to_string(dp_) + " x cp=" + std::to_string(cp_) +
          " x tp=" + std::to_string(tp_) + " = " + std::to_string(world_size()) + " ranks";
 }
 

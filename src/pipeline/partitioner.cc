@@ -46,6 +46,27 @@ Partition MinBottleneckPartition(const std::vector<double>& costs, int num_stage
   return p;
 }
 
+Partition FrontLoadedPartition(const std::vector<double>& costs, int num_stages, double bound) {
+  const int n = static_cast<int>(costs.size());
+  CS_CHECK(num_stages >= 1 && num_stages <= n, num_stages, " stages for ", n, " layers");
+  const double limit = bound * (1 + 1e-12);  // the bound is a sum of the same costs, maybe in another order
+  Partition p;
+  p.boundaries.push_back(0);
+  for (int s = 0, i = 0; s < num_stages; ++s) {
+    const int keep = num_stages - s - 1;  // later stages need a layer each
+    double sum = costs[i++];
+    if (s == num_stages - 1) {
+      while (i < n) sum += costs[i++];
+    } else {
+      while (i < n - keep && sum + costs[i] <= limit) sum += costs[i++];
+    }
+    CS_CHECK(sum <= limit, "bound ", bound, " is infeasible for ", num_stages, " stages");
+    p.boundaries.push_back(i);
+  }
+  p.bottleneck = Bottleneck(costs, p.boundaries);
+  return p;
+}
+
 Partition UniformPartition(const std::vector<double>& costs, int num_stages) {
   const int n = static_cast<int>(costs.size());
   CS_CHECK(num_stages >= 1 && num_stages <= n, num_stages, " stages for ", n, " layers");

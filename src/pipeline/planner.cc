@@ -20,6 +20,12 @@ const char* PlanModeName(PlanMode mode) {
 
 namespace {
 
+// How a chain of layer groups is cut into stages: the exact min-bottleneck partition as the DP returns it, the
+// optimal one with the slack at the end, or equal counts. Encoders on the first LLM stage either count as part
+// of it (kMinBottleneck, kFrontLoaded) or not at all (kUniform: the LLM alone is cut by counts, as LLM-centric
+// trainers do).
+enum class Cut { kMinBottleneck, kFrontLoaded, kUniform };
+
 StagePlan MakeStage(const std::vector<int>& layers, const std::vector<LayerCost>& costs) {
   StagePlan s;
   s.layers = layers;
@@ -33,13 +39,30 @@ std::vector<int> Range(int begin, int end) {
   return r;
 }
 
-// Cuts layers [begin, end) into k stages.
-std::vector<StagePlan> CutChain(int begin, int end, int k, const std::vector<LayerCost>& costs, PlanMode mode) {
+// One group per layer of [begin, end).
+std::vector<std::vector<int>> Singles(int begin, int end) {
+  std::vector<std::vector<int>> items;
+  for (int i = begin; i < end; ++i) items.push_back({i});
+  return items;
+}
+
+// Cuts a chain of layer groups (a group always lands on one stage) into k stages.
+std::vector<StagePlan> CutItems(const std::vector<std::vector<int>>& items, int k, const std::vector<LayerCost>& costs,
+                                Cut cut) {
   std::vector<double> totals;
-  for (int i = begin; i < end; ++i) totals.push_back(costs[i].total());
-  const Partition p = mode == PlanMode::kUniform ? UniformPartition(totals, k) : MinBottleneckPartition(totals, k);
+  for (const std::vector<int>& item : items) {
+    double t = 0;
+    for (int l : item) t += costs[l].total();
+    totals.push_back(t);
+  }
+  Partition p = cut == Cut::kUniform ? UniformPartition(totals, k) : MinBottleneckPartition(totals, k);
+  if (cut == Cut::kFrontLoaded) p = FrontLoadedPartition(totals, k, p.bottleneck);
   std::vector<StagePlan> stages;
-  for (int s = 0; s < k; ++s) stages.push_back(MakeStage(Range(begin + p.boundaries[s], begin + p.boundaries[s + 1]), costs));
+  for (int s = 0; s < k; ++s) {
+    std::vector<int> layers;
+    for (int i = p.boundaries[s]; i < p.boundaries[s + 1]; ++i) layers.insert(layers.end(), items[i].begin(), items[i].end());
+    stages.push_back(MakeStage(layers, costs));
+  }
   return stages;
 }
 
@@ -58,6 +81,27 @@ void Finish(PipelinePlan& plan, int microbatches, double transfer) {
   plan.timeline = Simulate(plan.graph, plan.schedule, fwd, bwd, transfer);
 }
 
+// Every encoder on the first stage, ahead of its share of the LLM: one chain of stages.
+PipelinePlan Colocated(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_stages, PlanMode mode,
+                       Cut cut) {
+  const ChainSpec& llm = spec.chains[spec.llm_chain()];
+  PipelinePlan plan;
+  plan.mode = mode;
+  plan.llm_stages = num_stages;
+  if (cut == Cut::kUniform) {
+    plan.stages = CutItems(Singles(llm.begin, llm.end), num_stages, costs, cut);
+    std::vector<int> layers = Range(0, llm.begin);
+    layers.insert(layers.end(), plan.stages[0].layers.begin(), plan.stages[0].layers.end());
+    plan.stages[0] = MakeStage(layers, costs);
+  } else {
+    // The encoders and the LLM's embedding form the first group, so their cost counts where it is paid.
+    std::vector<std::vector<int>> items = Singles(llm.begin + 1, llm.end);
+    items.insert(items.begin(), Range(0, llm.begin + 1));
+    plan.stages = CutItems(items, num_stages, costs, cut);
+  }
+  return plan;
+}
+
 }  // namespace
 
 PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_stages,
@@ -65,59 +109,60 @@ PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& c
   CS_CHECK(costs.size() == spec.layers.size(), costs.size(), " costs for ", spec.layers.size(), " layers");
   const int encoders = spec.llm_chain();
   const ChainSpec& llm = spec.chains[spec.llm_chain()];
-  if (mode == PlanMode::kColocated) {
-    if (num_stages < 1 || num_stages > llm.end - llm.begin) {
-      throw Error("parallel.pp: the colocated layout needs 1.." + std::to_string(llm.end - llm.begin) +
-                  " stages, got " + std::to_string(num_stages));
-    }
-    // Stage 0 runs every encoder, then its share of the LLM; the LLM is cut by layer counts, blind to the
-    // encoders' cost and to freezing, as LLM-centric trainers do.
-    const std::vector<StagePlan> llm_cut = CutChain(llm.begin, llm.end, num_stages, costs, PlanMode::kUniform);
-    PipelinePlan plan;
-    plan.mode = mode;
-    plan.llm_stages = num_stages;
-    for (int s = 0; s < num_stages; ++s) {
-      std::vector<int> layers = s == 0 ? Range(0, llm.begin) : std::vector<int>{};
-      layers.insert(layers.end(), llm_cut[s].layers.begin(), llm_cut[s].layers.end());
-      plan.stages.push_back(MakeStage(layers, costs));
-    }
-    Finish(plan, microbatches, transfer);
-    return plan;
-  }
-  if (num_stages < encoders + 1) {
-    throw Error("parallel.pp: " + std::string(PlanModeName(mode)) + " needs at least one stage per encoder and one " +
-                "for the LLM (" + std::to_string(encoders + 1) + "), got " + std::to_string(num_stages) +
-                "; use more ranks or parallel.pipeline=colocated");
-  }
-  // Every split of the stage budget: k_c >= 1 stages per chain, no more stages than layers, sum = num_stages.
+  const int llm_layers = llm.end - llm.begin;
   PipelinePlan best;
   double best_makespan = std::numeric_limits<double>::infinity();
-  std::vector<int> split(encoders + 1, 0);
-  std::function<void(int, int)> search = [&](int chain, int left) {
-    const ChainSpec& c = spec.chains[chain];
-    const int max_here = std::min(c.end - c.begin, left - (encoders - chain));
-    if (chain == encoders) {
-      if (left < 1 || left > c.end - c.begin) return;
-      split[chain] = left;
-      PipelinePlan plan;
-      plan.mode = mode;
-      plan.encoder_stages.assign(split.begin(), split.end() - 1);
-      plan.llm_stages = left;
-      for (int k = 0; k <= encoders; ++k) {
-        for (StagePlan& s : CutChain(spec.chains[k].begin, spec.chains[k].end, split[k], costs, mode)) {
-          plan.stages.push_back(std::move(s));
-        }
-      }
-      Finish(plan, microbatches, transfer);
-      if (plan.timeline.makespan < best_makespan) best_makespan = plan.timeline.makespan, best = std::move(plan);
-      return;
-    }
-    for (int k = 1; k <= max_here; ++k) {
-      split[chain] = k;
-      search(chain + 1, left - k);
-    }
+  auto consider = [&](PipelinePlan plan) {
+    Finish(plan, microbatches, transfer);
+    if (plan.timeline.makespan < best_makespan) best_makespan = plan.timeline.makespan, best = std::move(plan);
   };
-  search(0, num_stages);
+  // Frozen-aware keeps the fastest simulated step over every cut, count-based ones included: the exact
+  // min-bottleneck cut ignores everything but the slowest stage, and 1F1B's ramps care about the others too.
+  const std::vector<Cut> cuts = mode == PlanMode::kFrozenAware
+                                    ? std::vector<Cut>{Cut::kMinBottleneck, Cut::kFrontLoaded, Cut::kUniform}
+                                    : std::vector<Cut>{Cut::kUniform};
+  if (mode == PlanMode::kColocated || (mode == PlanMode::kFrozenAware && encoders > 0)) {
+    if (num_stages >= 1 && num_stages <= llm_layers) {
+      for (Cut cut : cuts) consider(Colocated(spec, costs, num_stages, mode, cut));
+    } else if (mode == PlanMode::kColocated) {
+      throw Error("parallel.pp: the colocated layout needs 1.." + std::to_string(llm_layers) + " stages, got " +
+                  std::to_string(num_stages));
+    }
+  }
+  if (mode != PlanMode::kColocated) {
+    if (num_stages < encoders + 1 && mode == PlanMode::kUniform) {
+      throw Error("parallel.pp: uniform needs at least one stage per encoder and one for the LLM (" +
+                  std::to_string(encoders + 1) + "), got " + std::to_string(num_stages) +
+                  "; use more ranks or parallel.pipeline=frozen_aware or colocated");
+    }
+    // Every split of the stage budget: k_c >= 1 stages per chain, no more stages than layers, sum = num_stages.
+    std::vector<int> split(encoders + 1, 0);
+    std::function<void(int, int)> search = [&](int chain, int left) {
+      const ChainSpec& c = spec.chains[chain];
+      if (chain == encoders) {
+        if (left < 1 || left > c.end - c.begin) return;
+        split[chain] = left;
+        for (Cut cut : cuts) {
+          PipelinePlan plan;
+          plan.mode = mode;
+          plan.encoder_stages.assign(split.begin(), split.end() - 1);
+          plan.llm_stages = left;
+          for (int k = 0; k <= encoders; ++k) {
+            for (StagePlan& s : CutItems(Singles(spec.chains[k].begin, spec.chains[k].end), split[k], costs, cut)) {
+              plan.stages.push_back(std::move(s));
+            }
+          }
+          consider(std::move(plan));
+        }
+        return;
+      }
+      for (int k = 1; k <= std::min(c.end - c.begin, left - (encoders - chain)); ++k) {
+        split[chain] = k;
+        search(chain + 1, left - k);
+      }
+    };
+    search(0, num_stages);
+  }
   if (!std::isfinite(best_makespan)) {
     throw Error("parallel.pp: " + std::to_string(num_stages) + " stages cannot be filled: the chains have fewer layers");
   }
@@ -142,17 +187,19 @@ std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& sp
   return FrozenAwareCosts(spec, forward);
 }
 
-PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec) {
+PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const std::vector<LayerCost>& costs) {
   const int pp = static_cast<int>(config.parallel.pp);
   const PlanMode mode = pp == 1 ? PlanMode::kColocated : ParsePlanMode(config.parallel.pipeline);
-  return PlanPipeline(spec, MicrobatchCosts(config, spec), pp, MicrobatchesPerStep(config), mode);
+  return PlanPipeline(spec, costs, pp, MicrobatchesPerStep(config), mode);
 }
 
-std::vector<StageSet> StageSetsOf(const PipelinePlan& plan, const ModelSpec& spec) {
-  std::vector<StageSet> sets;
-  for (size_t c = 0; c < plan.encoder_stages.size(); ++c) sets.push_back({spec.chains[c].name, plan.encoder_stages[c]});
-  sets.push_back({"llm", plan.llm_stages});
-  return sets;
+std::string DescribeStages(const PipelinePlan& plan, const ModelSpec& spec) {
+  std::string out;
+  for (size_t c = 0; c < plan.encoder_stages.size(); ++c) {
+    out += spec.chains[c].name + ":" + std::to_string(plan.encoder_stages[c]) + " ";
+  }
+  const bool shared = plan.encoder_stages.empty() && spec.chains.size() > 1;
+  return out + (shared ? "encoders+llm:" : "llm:") + std::to_string(plan.llm_stages);
 }
 
 }  // namespace cornstarch

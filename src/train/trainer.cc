@@ -11,6 +11,7 @@
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/pipeline/cost_model.h"
 #include "cornstarch/pipeline/executor.h"
+#include "cornstarch/pipeline/profiler.h"
 #include "cornstarch/train/adamw.h"
 #include "cornstarch/train/grad_sync.h"
 #include "cornstarch/train/lr_schedule.h"
@@ -26,7 +27,7 @@ namespace {
 constexpr int64_t kBucketBytes = 25 << 20;
 
 std::unique_ptr<DistRuntime> SingleProcessRuntime(const Config& config) {
-  return std::make_unique<DistRuntime>(config.parallel, LaunchEnv{}, std::vector<StageSet>{}, nullptr, nullptr);
+  return std::make_unique<DistRuntime>(config.parallel, LaunchEnv{}, nullptr, nullptr);
 }
 
 double SumOver(Communicator& group, double value) {
@@ -49,7 +50,20 @@ void Trainer::Init() {
   if (config.parallel.cp > 1) throw Error("parallel.cp: context parallelism is not available in this version; set 1");
   ConfigureTorchRuntime(config.train.num_threads, runtime_.env().local_world_size);
   const auto seed = static_cast<uint64_t>(config.train.seed);
-  plan_ = std::make_unique<PipelinePlan>(PlanFromConfig(config, BuildModelSpec(config.model)));
+  const ModelSpec spec = BuildModelSpec(config.model);
+  std::vector<LayerCost> costs = MicrobatchCosts(config, spec);
+  if (config.parallel.pp > 1 && config.parallel.pipeline_costs == "profile") {
+    // Timings differ from rank to rank; every rank must plan on the same numbers.
+    torch::Tensor seconds = torch::zeros({static_cast<int64_t>(spec.layers.size())}, torch::kDouble);
+    if (runtime_.rank() == 0) {
+      const std::vector<double> measured = ProfileForwardSeconds(config);
+      std::copy(measured.begin(), measured.end(), seconds.data_ptr<double>());
+    }
+    runtime_.world().Broadcast(seconds, 0);
+    const double* s = seconds.data_ptr<double>();
+    costs = FrozenAwareCosts(spec, std::vector<double>(s, s + seconds.numel()));
+  }
+  plan_ = std::make_unique<PipelinePlan>(PlanFromConfig(config, spec, costs));
   const int stage = runtime_.coord().pp;
   model_ = std::make_unique<MultimodalModel>(config.model, seed, plan_->stages[stage].layers);
   executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP));

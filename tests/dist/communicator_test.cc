@@ -113,7 +113,7 @@ TEST_CASE("the runtime's axis groups follow ParallelDims", "[comm][runtime]") {
   parallel.dp = 2;
   parallel.timeout_seconds = 60;
   int argc = 0;
-  DistRuntime rt(parallel, env, {}, &argc, nullptr);
+  DistRuntime rt(parallel, env, &argc, nullptr);
   for (Axis axis : {Axis::kPP, Axis::kDP}) {
     INFO("axis " << AxisName(axis));
     const std::vector<int> ranks = rt.dims().GroupRanks(rt.rank(), axis);

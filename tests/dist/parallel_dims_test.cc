@@ -58,26 +58,14 @@ TEST_CASE("axis groups partition the world and differ only along their axis", "[
     }
     CHECK(static_cast<int>(by_color.size()) == 12 / dims.degree(axis));
   }
+  CHECK(dims.Describe() == "pp=3 x dp=2 x cp=2 x tp=1 = 12 ranks");
   CHECK(dims.GroupRanks(5, Axis::kPP) == std::vector<int>{1, 5, 9});
   CHECK(dims.GroupRanks(5, Axis::kDP) == std::vector<int>{5, 7});
   CHECK(dims.GroupRanks(5, Axis::kCP) == std::vector<int>{4, 5});
 }
 
-TEST_CASE("stage sets of different sizes give each encoder its own stages", "[dims]") {
-  const ParallelDims dims(4, 1, 1, 1, 4, {{"vision", 1}, {"audio", 1}, {"llm", 2}});
-  CHECK(dims.StageSetOf(0) == 0);
-  CHECK(dims.StageSetOf(1) == 1);
-  CHECK(dims.StageSetOf(2) == 2);
-  CHECK(dims.StageSetOf(3) == 2);
-  CHECK(dims.FirstStage(2) == 2);
-  CHECK(dims.Describe() == "pp=4 [vision:1 audio:1 llm:2] x dp=1 x cp=1 x tp=1 = 4 ranks");
-  const ParallelDims plain(2, 2, 1, 1, 4);
-  CHECK(plain.stage_sets().size() == 1);
-  CHECK(plain.stage_sets()[0].name == "llm");
-}
-
 TEST_CASE("invalid layouts name each factor and the world size", "[dims]") {
-  CHECK(ErrorOf([] { ParallelDims(2, 2, 1, 1, 3, {}, "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE"); }) ==
+  CHECK(ErrorOf([] { ParallelDims(2, 2, 1, 1, 3, "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE"); }) ==
         "parallel: pp=2 x dp=2 x cp=1 x tp=1 needs 4 ranks, but the job has 3 (from "
         "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE)");
   CHECK(ErrorOf([] { ParallelDims(1, 1, 1, 1, 2); }) ==
@@ -86,12 +74,6 @@ TEST_CASE("invalid layouts name each factor and the world size", "[dims]") {
   CHECK(ErrorOf([] { ParallelDims(1, 1, -1, 1, 1); }) == "parallel.cp: must be at least 1, got -1");
   CHECK(ErrorOf([] { ParallelDims(1, 1, 1, 2, 2); }) ==
         "parallel.tp: tensor parallelism is reserved and must be 1, got 2");
-  CHECK(ErrorOf([] { ParallelDims(4, 1, 1, 1, 4, {{"vision", 1}, {"llm", 2}}); }) ==
-        "parallel.pp: the stage sets vision:1 + llm:2 = 3 stages, got pp=4");
-  CHECK(ErrorOf([] { ParallelDims(2, 1, 1, 1, 2, {{"llm", 1}, {"llm", 1}}); }) ==
-        "parallel: stage set 'llm' appears twice");
-  CHECK(ErrorOf([] { ParallelDims(2, 1, 1, 1, 2, {{"vision", 0}, {"llm", 2}}); }) ==
-        "parallel: stage set 'vision' needs at least 1 stage, got 0");
 }
 
 TEST_CASE("launch environment: OpenMPI, then Slurm, then RANK/WORLD_SIZE, else one process", "[launch]") {

@@ -11,15 +11,13 @@ using namespace cornstarch;
 
 namespace {
 
-// Every way to cut n layers into k non-empty contiguous stages.
-double BruteForce(const std::vector<double>& costs, int k) {
-  const int n = static_cast<int>(costs.size());
-  double best = 1e300;
+// Every way to cut n layers into k non-empty contiguous stages, in lexicographic order of the boundaries.
+void ForEachPartition(int n, int k, const std::function<void(const std::vector<int>&)>& visit) {
   std::vector<int> b = {0};
   std::function<void(int)> rec = [&](int start) {
     if (static_cast<int>(b.size()) == k) {
       b.push_back(n);
-      best = std::min(best, Bottleneck(costs, b));
+      visit(b);
       b.pop_back();
       return;
     }
@@ -30,6 +28,12 @@ double BruteForce(const std::vector<double>& costs, int k) {
     }
   };
   rec(0);
+}
+
+double BruteForce(const std::vector<double>& costs, int k) {
+  double best = 1e300;
+  ForEachPartition(static_cast<int>(costs.size()), k,
+                   [&](const std::vector<int>& b) { best = std::min(best, Bottleneck(costs, b)); });
   return best;
 }
 
@@ -59,6 +63,28 @@ TEST_CASE("the DP partition is optimal: equal to brute force on small cases", "[
     CHECK(p.bottleneck == Approx(BruteForce(costs, k)));
     CHECK(p.bottleneck <= UniformPartition(costs, k).bottleneck + 1e-9);
   }
+}
+
+TEST_CASE("the front-loaded partition is the lexicographically largest optimal one", "[partition]") {
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<double> cost(0.0, 10.0);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 9);
+    const int k = 1 + static_cast<int>(rng() % std::min(n, 4));
+    std::vector<double> costs(n);
+    for (double& c : costs) c = trial % 3 == 0 ? std::floor(cost(rng) / 3) : cost(rng);  // many ties
+    const double optimum = MinBottleneckPartition(costs, k).bottleneck;
+    std::vector<int> largest;
+    ForEachPartition(n, k, [&](const std::vector<int>& b) {
+      if (Bottleneck(costs, b) <= optimum * (1 + 1e-12)) largest = std::max(largest, b);
+    });
+    const Partition p = FrontLoadedPartition(costs, k, optimum);
+    INFO("n=" << n << " k=" << k);
+    CHECK(p.boundaries == largest);
+    CHECK(p.bottleneck == Approx(optimum));
+  }
+  CHECK(FrontLoadedPartition({1, 1, 1, 1, 1, 1}, 3, 3).boundaries == std::vector<int>{0, 3, 5, 6});
+  CHECK_THROWS(FrontLoadedPartition({1, 1, 1, 1}, 2, 1.5));
 }
 
 TEST_CASE("uniform partition: equal layer counts, remainder to the first stages", "[partition]") {

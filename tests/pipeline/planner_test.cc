@@ -51,12 +51,18 @@ TEST_CASE("every plan places each layer exactly once, chains in order, on the re
         std::vector<int> all(spec.layers.size());
         for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
         CHECK(seen == all);
-        if (mode != PlanMode::kColocated) {
+        // Encoders on stages of their own (uniform always; frozen-aware when that simulates faster), or all on
+        // the first LLM stage.
+        if (!plan.encoder_stages.empty() || mode == PlanMode::kUniform) {
           CHECK(static_cast<int>(plan.encoder_stages.size()) == spec.llm_chain());
           for (int k : plan.encoder_stages) CHECK(k >= 1);
+        } else {
+          CHECK(plan.llm_stages == stages);
+          CHECK(plan.stages[0].layers.front() == 0);
+          CHECK(plan.stages[0].layers.size() > static_cast<size_t>(spec.chains.back().begin));
         }
         // A frozen encoder with a frozen projector has no backward at all.
-        if (audio && mode != PlanMode::kColocated) {
+        if (audio && !plan.encoder_stages.empty()) {
           const int audio_stage = plan.encoder_stages[0];
           CHECK_FALSE(plan.graph.has_backward[audio_stage]);
         }
@@ -82,10 +88,45 @@ TEST_CASE("frozen-aware plans beat uniform layer counts and colocated encoders o
   }
 }
 
-TEST_CASE("too few stages for separate encoder stages is a config error", "[planner]") {
+TEST_CASE("frozen-aware is never slower in simulation than either baseline", "[planner]") {
+  for (bool audio : {false, true}) {
+    const Config c = Llava(audio);
+    const ModelSpec spec = BuildModelSpec(c.model);
+    const std::vector<LayerCost> costs = Costs(c, spec);
+    for (int stages = audio ? 3 : 2; stages <= 10; ++stages) {
+      for (int m : {1, 4, 16}) {
+        INFO("stages " << stages << " microbatches " << m << " audio " << audio);
+        const double aware = PlanPipeline(spec, costs, stages, m, PlanMode::kFrozenAware).timeline.makespan;
+        CHECK(aware <= PlanPipeline(spec, costs, stages, m, PlanMode::kUniform).timeline.makespan);
+        CHECK(aware <= PlanPipeline(spec, costs, stages, m, PlanMode::kColocated).timeline.makespan);
+      }
+    }
+  }
+}
+
+TEST_CASE("too few stages for separate encoder stages: uniform refuses, frozen-aware colocates", "[planner]") {
   const Config c = Llava(true);
   const ModelSpec spec = BuildModelSpec(c.model);
-  CHECK_THROWS_WITH(PlanPipeline(spec, Costs(c, spec), 2, 4, PlanMode::kFrozenAware),
-                    "parallel.pp: frozen_aware needs at least one stage per encoder and one for the LLM (3), got 2; "
-                    "use more ranks or parallel.pipeline=colocated");
+  CHECK_THROWS_WITH(PlanPipeline(spec, Costs(c, spec), 2, 4, PlanMode::kUniform),
+                    "parallel.pp: uniform needs at least one stage per encoder and one for the LLM (3), got 2; "
+                    "use more ranks or parallel.pipeline=frozen_aware or colocated");
+  const PipelinePlan plan = PlanPipeline(spec, Costs(c, spec), 2, 4, PlanMode::kFrozenAware);
+  CHECK(plan.encoder_stages.empty());
+  CHECK(plan.stages.size() == 2);
+  CHECK_THROWS_WITH(PlanPipeline(spec, Costs(c, spec), 100, 4, PlanMode::kFrozenAware),
+                    "parallel.pp: 100 stages cannot be filled: the chains have fewer layers");
+}
+
+TEST_CASE("frozen-aware placement is no worse than the colocated baseline with a heavy frozen encoder", "[planner]") {
+  // A heavy frozen encoder: whether frozen-aware keeps it on stage 0 (then with fewer LLM layers there than the
+  // count-based baseline) or gives it a stage of its own, the slowest stage and the step are no worse.
+  const Config c = ParseConfig("", "test.yaml", {"model.encoders.vision.type=vision", "model.encoders.vision.num_layers=12",
+                                                 "model.encoders.vision.hidden_size=256", "model.llm.num_layers=8",
+                                                 "model.encoders.vision.frozen=true", "data.seq_len=128"});
+  const ModelSpec spec = BuildModelSpec(c.model);
+  const std::vector<LayerCost> costs = Costs(c, spec);
+  const PipelinePlan baseline = PlanPipeline(spec, costs, 2, 8, PlanMode::kColocated);
+  const PipelinePlan aware = PlanPipeline(spec, costs, 2, 8, PlanMode::kFrozenAware);
+  CHECK(aware.timeline.makespan <= baseline.timeline.makespan);
+  CHECK(aware.bottleneck <= baseline.bottleneck);
 }

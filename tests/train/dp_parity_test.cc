@@ -25,7 +25,7 @@ TEST_CASE("dp = world size matches the single-process loss curve and final weigh
   cfg.parallel.dp = env.world_size;
   cfg.parallel.timeout_seconds = 120;
   Validate(cfg);
-  DistRuntime runtime(cfg.parallel, env, {}, nullptr, nullptr);
+  DistRuntime runtime(cfg.parallel, env, nullptr, nullptr);
   Trainer trainer(cfg, runtime);
   const std::vector<StepMetrics> got = trainer.Run();
   REQUIRE(got.size() == expected.size());

@@ -12,7 +12,6 @@
 #include "cornstarch/config/config.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
-#include "cornstarch/pipeline/planner.h"
 #include "cornstarch/train/trainer.h"
 
 using namespace cornstarch;
@@ -68,8 +67,7 @@ TEST_CASE("pipeline layouts match the single-process loss curve and final weight
     Trainer reference(reference_cfg);
     const std::vector<StepMetrics> expected = reference.Run();
 
-    const ModelSpec spec = BuildModelSpec(cfg.model);
-    DistRuntime runtime(cfg.parallel, env, StageSetsOf(PlanFromConfig(cfg, spec), spec), nullptr, nullptr);
+    DistRuntime runtime(cfg.parallel, env, nullptr, nullptr);
     Trainer trainer(cfg, runtime);
     const std::vector<StepMetrics> got = trainer.Run();
     REQUIRE(got.size() == expected.size());

@@ -104,6 +104,7 @@ struct ParallelConfig {
   int64_t cp = 1;
   int64_t dp = 1;
   std::string pipeline = "frozen_aware";
+  std::string pipeline_costs = "profile";
   double timeout_seconds = 300.0;
 
   template <class F>
@@ -114,6 +115,10 @@ struct ParallelConfig {
     f("pipeline", pipeline, "Placement of layers on the pp stages: frozen_aware (each encoder on stages of its own, "
                             "cut by frozen-aware cost), uniform (the same, equal layer counts) or colocated (every "
                             "encoder on the first LLM stage, as LLM-centric trainers do).");
+    f("pipeline_costs", pipeline_costs, "Layer costs the placement is planned on when pp > 1: profile (rank 0 "
+                                        "times every layer's forward on its device before training and shares "
+                                        "the result) or flops (the FLOP estimate: no startup cost, but blind to "
+                                        "how fast each kind of layer runs).");
     f("timeout_seconds", timeout_seconds, "A communication that does not complete within this many seconds "
                                           "reports the stuck rank and operation and aborts the job.");
   }

@@ -1,7 +1,7 @@
 // The rank mesh: pp x dp x cp x tp ranks, with rank = ((pp_i * dp + dp_i) * cp + cp_i) * tp + tp_i, so the axes
-// that talk most (tp, then cp) are the closest ranks (same node first). Pipeline stages are grouped into stage
-// sets, one per module chain (each encoder, then the LLM), so an encoder's stages live on ranks of their own.
-// Pure: validated on construction, no communication; Communicator::Split turns GroupColor into groups.
+// that talk most (tp, then cp) are the closest ranks (same node first). Which layers a pipeline stage runs is
+// the pipeline plan's business (pipeline/planner.h), not the mesh's. Pure: validated on construction, no
+// communication; Communicator::Split turns GroupColor into groups.
 #pragma once
 
 #include <string>
@@ -12,12 +12,6 @@ namespace cornstarch {
 enum class Axis { kPP, kDP, kCP, kTP };
 const char* AxisName(Axis axis);
 
-// `num_stages` consecutive pipeline stages owned by one module chain.
-struct StageSet {
-  std::string name;
-  int num_stages = 1;
-};
-
 class ParallelDims {
  public:
   struct Coord {
@@ -26,10 +20,8 @@ class ParallelDims {
   };
 
   // Throws Error naming each factor when pp * dp * cp * tp != world_size (`world_source` says where the world
-  // size came from), when a degree is below 1, when tp != 1 (reserved), or when the stage sets do not add up to
-  // pp. Empty `stage_sets` means one set "llm" with all pp stages.
-  ParallelDims(int pp, int dp, int cp, int tp, int world_size, std::vector<StageSet> stage_sets = {},
-               const std::string& world_source = "");
+  // size came from), when a degree is below 1, or when tp != 1 (reserved).
+  ParallelDims(int pp, int dp, int cp, int tp, int world_size, const std::string& world_source = "");
 
   int world_size() const { return pp_ * dp_ * cp_ * tp_; }
   int degree(Axis axis) const;
@@ -43,16 +35,11 @@ class ParallelDims {
   // Equal for exactly the ranks of one such group: the color to pass to Communicator::Split.
   int GroupColor(int rank, Axis axis) const;
 
-  const std::vector<StageSet>& stage_sets() const { return stage_sets_; }
-  int StageSetOf(int stage) const;  // index into stage_sets()
-  int FirstStage(int set) const;
-
-  // "pp=3 [vision:1 llm:2] x dp=2 x cp=1 x tp=1 = 6 ranks"
+  // "pp=3 x dp=2 x cp=1 x tp=1 = 6 ranks"
   std::string Describe() const;
 
  private:
   int pp_, dp_, cp_, tp_;
-  std::vector<StageSet> stage_sets_;
 };
 
 }  // namespace cornstarch

@@ -18,8 +18,7 @@ class DistRuntime {
  public:
   // Validates `parallel` against the launcher's world size before MPI starts (so every rank reports the same
   // error and exits), then starts MPI when the world has more than one rank and splits the axis groups.
-  DistRuntime(const ParallelConfig& parallel, const LaunchEnv& env, std::vector<StageSet> stage_sets, int* argc,
-              char*** argv);
+  DistRuntime(const ParallelConfig& parallel, const LaunchEnv& env, int* argc, char*** argv);
   ~DistRuntime();
 
   const LaunchEnv& env() const { return env_; }

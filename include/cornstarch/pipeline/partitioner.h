@@ -15,6 +15,12 @@ struct Partition {
 // REQUIRES: 1 <= num_stages <= costs.size().
 Partition MinBottleneckPartition(const std::vector<double>& costs, int num_stages);
 
+// Among the partitions whose bottleneck is at most `bound`, the one whose stages, from the first, each take as
+// many layers as fit: with the optimal bound, an optimal partition that leaves the slack to the last stages.
+// (Optimal partitions are rarely unique, and 1F1B is not indifferent to where the slack goes.)
+// REQUIRES: 1 <= num_stages <= costs.size() and a feasible bound (e.g. MinBottleneckPartition's bottleneck).
+Partition FrontLoadedPartition(const std::vector<double>& costs, int num_stages, double bound);
+
 // The baseline: layer counts as equal as possible (earlier stages take the remainder), whatever they cost.
 Partition UniformPartition(const std::vector<double>& costs, int num_stages);
 

@@ -1,9 +1,12 @@
 // Places the model's layers on pipeline stages and predicts the step. Three modes:
-//   frozen_aware  each encoder chain and the LLM get their own stages; every split of the stage budget between
-//                 the chains is tried, each chain is cut by the exact min-bottleneck partition of its frozen-aware
-//                 costs, and the split with the shortest simulated 1F1B step wins (the paper gives no rule for
-//                 the split; enumerating it is cheap).
-//   uniform       the same stage budget search, but equal layer counts per stage within each chain.
+//   frozen_aware  the shortest simulated 1F1B step, on frozen-aware costs, over every placement of the stage
+//                 budget: each encoder chain and the LLM on stages of their own (every split of the budget between
+//                 the chains), or every encoder on the first LLM stage (what wins when the encoders are cheap next
+//                 to the LLM); and over every cut of the chains: the exact min-bottleneck partition (as the DP
+//                 returns it, and with the slack moved to the last stages) and equal layer counts, since 1F1B's
+//                 ramps care about more than the slowest stage. The paper gives no rule for the split;
+//                 enumerating it is cheap. Never slower in simulation than the two baselines.
+//   uniform       each chain on stages of its own, the same search over splits, equal layer counts per stage.
 //   colocated     the LLM-centric baseline (Megatron-style): one chain of stages; every encoder runs on the first
 //                 stage, and the LLM is cut into equal layer counts, blind to the encoders' cost and to freezing.
 // Pure: costs come in, a plan comes out.
@@ -13,7 +16,6 @@
 #include <vector>
 
 #include "cornstarch/config/config.h"
-#include "cornstarch/dist/parallel_dims.h"
 #include "cornstarch/model/model_spec.h"
 #include "cornstarch/pipeline/cost_model.h"
 #include "cornstarch/pipeline/schedule.h"
@@ -30,7 +32,7 @@ struct StagePlan {
 
 struct PipelinePlan {
   PlanMode mode = PlanMode::kFrozenAware;
-  std::vector<int> encoder_stages;  // stages per encoder chain (empty when colocated)
+  std::vector<int> encoder_stages;  // stages per encoder chain (empty: encoders on the first LLM stage)
   int llm_stages = 0;
   std::vector<StagePlan> stages;    // encoders' stages first, then the LLM's
   StageGraph graph;
@@ -39,8 +41,8 @@ struct PipelinePlan {
   double bottleneck = 0;            // max over stages of forward + backward
 };
 
-// REQUIRES: num_stages >= number of chains for the separated modes (each chain needs a stage), >= 1 colocated;
-// throws Error naming parallel.pp otherwise.
+// Throws Error naming parallel.pp when the stages cannot be filled (uniform: fewer stages than chains; any mode:
+// more stages than layers).
 PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_stages,
                           int microbatches, PlanMode mode, double transfer = 0.0);
 
@@ -54,11 +56,11 @@ int MicrobatchesPerStep(const Config& config);
 // deterministic, so every rank derives the same plan without talking to the others.
 std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec);
 
-// The plan a run executes: parallel.pp stages placed as parallel.pipeline says; pp = 1 is one stage holding
-// every layer, whatever the mode.
-PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec);
+// The plan a run executes: parallel.pp stages placed as parallel.pipeline says on `costs` (one microbatch's);
+// pp = 1 is one stage holding every layer, whatever the mode.
+PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const std::vector<LayerCost>& costs);
 
-// The stage sets of a plan for ParallelDims: one per encoder chain, then "llm" (only "llm" when colocated).
-std::vector<StageSet> StageSetsOf(const PipelinePlan& plan, const ModelSpec& spec);
+// "vision:1 audio:1 llm:2" (stages per chain), or "encoders+llm:2" when the encoders share the first LLM stage.
+std::string DescribeStages(const PipelinePlan& plan, const ModelSpec& spec);
 
 }  // namespace cornstarch
