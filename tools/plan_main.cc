@@ -1,6 +1,6 @@
 // cornstarch-plan: the pipeline plan of a config without training and without MPI. For each placement
 // (frozen-aware, uniform layer counts, colocated encoders) prints the stages with their layers and frozen-aware
-// costs, the simulated 1F1B step and its bubble, and writes the frozen-aware timeline as Chrome-trace JSON.
+// costs and estimated peak memory, the simulated 1F1B step and its bubble, and writes the frozen-aware timeline as Chrome-trace JSON.
 // Costs come from the FLOP estimate at an assumed rate, or with --profile from timing every layer here.
 //   cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] [--gflops RATE] [--profile]
 #include <cmath>
@@ -30,15 +30,16 @@ std::string LayerRange(const ModelSpec& spec, const StagePlan& s) {
 }
 
 // `ms`: milliseconds per cost unit.
-void Print(const ModelSpec& spec, const PipelinePlan& plan, double ms) {
+void Print(const ModelSpec& spec, const PipelinePlan& plan, double ms, const std::vector<LayerMemory>& memory) {
+  const std::vector<double> bytes = StageMemoryBytes(plan, spec, memory);
   std::printf("\n== %s (%s): step %.2f ms, bubble %.1f%%, bottleneck stage %.2f ms\n", PlanModeName(plan.mode),
               DescribeStages(plan, spec).c_str(), plan.timeline.makespan * ms, 100 * plan.timeline.bubble_fraction,
               plan.bottleneck * ms);
-  std::printf("%5s  %-58s %10s %10s %5s\n", "stage", "layers", "fwd ms", "bwd ms", "bwd?");
+  std::printf("%5s  %-58s %10s %10s %5s %10s\n", "stage", "layers", "fwd ms", "bwd ms", "bwd?", "mem MiB");
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const StagePlan& st = plan.stages[s];
-    std::printf("%5zu  %-58s %10.3f %10.3f %5s\n", s, LayerRange(spec, st).c_str(), st.forward * ms,
-                st.backward * ms, plan.graph.has_backward[s] ? "yes" : "no");
+    std::printf("%5zu  %-58s %10.3f %10.3f %5s %10.1f\n", s, LayerRange(spec, st).c_str(), st.forward * ms,
+                st.backward * ms, plan.graph.has_backward[s] ? "yes" : "no", bytes[s] / (1 << 20));
   }
 }
 
@@ -106,11 +107,13 @@ int main(int argc, char** argv) {
                                        : "from a FLOP estimate at " + std::to_string(std::lround(gflops)) + " GFLOP/s per rank";
     std::printf("cornstarch-plan: %d pipeline stages, %d microbatches of %lld sequences, costs %s\n", ranks,
                 microbatches, static_cast<long long>(config.train.micro_batch_size), source.c_str());
+    const std::vector<LayerMemory> memory =
+        EstimateLayerMemory(config.model, spec, config.data.seq_len, config.train.micro_batch_size);
     PipelinePlan aware;
     for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated}) {
       try {
         const PipelinePlan plan = PlanPipeline(spec, costs, ranks, microbatches, mode);
-        Print(spec, plan, ms);
+        Print(spec, plan, ms, memory);
         if (mode == PlanMode::kFrozenAware) aware = plan;
       } catch (const Error& e) {
         std::printf("\n== %s: %s\n", PlanModeName(mode), e.what());

@@ -57,6 +57,58 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
   return flops;
 }
 
+std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
+                                             int64_t micro_batch_size) {
+  std::vector<LayerMemory> out(spec.layers.size());
+  const double b = static_cast<double>(micro_batch_size);
+  for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
+    const ChainSpec& chain = spec.chains[c];
+    const int last = chain.end - chain.begin - 1;
+    for (int i = chain.begin; i < chain.end; ++i) {
+      const int pos = i - chain.begin;
+      double params = 0, per_token = 0, tokens = 0;  // per_token: floats saved per token
+      if (c == spec.llm_chain()) {
+        const LlmConfig& l = model.llm;
+        const double d = static_cast<double>(l.hidden_size), v = static_cast<double>(l.vocab_size);
+        const double q = d, kv = static_cast<double>(l.num_kv_heads * (l.hidden_size / l.num_heads));
+        const double ff = static_cast<double>(l.intermediate_size);
+        tokens = b * static_cast<double>(seq_len);
+        if (pos == 0) {
+          params = v * d, per_token = d;
+        } else if (pos == last) {
+          params = d + d * v, per_token = 2 * d + 2 * v;  // norm in/out, logits and their log-softmax
+        } else {
+          params = 2 * d + d * q + 2 * d * kv + q * d + 3 * d * ff;
+          per_token = 4 * d + 2 * q + 3 * kv + q + 4 * ff;  // norms, q/k/v before and after RoPE, output, MLP
+        }
+      } else {
+        const EncoderConfig& e = model.encoders[c];
+        const double d = static_cast<double>(e.hidden_size), ff = static_cast<double>(e.intermediate_size);
+        const double out = static_cast<double>(model.llm.hidden_size);
+        tokens = b * static_cast<double>(EncoderTokens(e));
+        if (pos == 0) {
+          params = e.type == "vision" ? static_cast<double>(e.num_channels * e.patch_size * e.patch_size) * d + d +
+                                            static_cast<double>(EncoderTokens(e)) * d
+                                      : static_cast<double>(e.num_mel_bins) * d * 3 + d + 3 * d * d + d;
+          per_token = 3 * d;
+        } else if (pos == last) {
+          const bool mlp = e.projector.type == "mlp";
+          params = d * out + out + (mlp ? out * out + out : 0);
+          per_token = d + (mlp ? 2 * out : 0);
+        } else if (pos == last - 1) {
+          params = 2 * d, per_token = d;
+        } else {
+          params = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d);
+          per_token = 10 * d + 2 * ff;  // norms, qkv, attention output, residuals, MLP before and after GELU
+        }
+      }
+      out[i].parameters = params;
+      out[i].activation_bytes = spec.layers[i].needs_graph ? 4 * tokens * per_token : 0;
+    }
+  }
+  return out;
+}
+
 std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector<double>& forward) {
   CS_CHECK(forward.size() == spec.layers.size(), forward.size(), " costs for ", spec.layers.size(), " layers");
   std::vector<LayerCost> costs(forward.size());

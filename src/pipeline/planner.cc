@@ -193,6 +193,25 @@ PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const s
   return PlanPipeline(spec, costs, pp, MicrobatchesPerStep(config), mode);
 }
 
+std::vector<double> StageMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
+                                     const std::vector<LayerMemory>& memory) {
+  std::vector<double> bytes;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    int live = 0, peak = 0;  // a stage without backward keeps nothing between microbatches
+    for (const Action& a : plan.schedule[s]) {
+      if (!plan.graph.has_backward[s]) break;
+      if (a.type == ActionType::kForward) peak = std::max(peak, ++live);
+      if (a.type == ActionType::kBackward) --live;
+    }
+    double b = 0;
+    for (int l : plan.stages[s].layers) {
+      b += memory[l].parameters * (spec.layers[l].trainable ? 16 : 4) + peak * memory[l].activation_bytes;
+    }
+    bytes.push_back(b);
+  }
+  return bytes;
+}
+
 std::string DescribeStages(const PipelinePlan& plan, const ModelSpec& spec) {
   std::string out;
   for (size_t c = 0; c < plan.encoder_stages.size(); ++c) {

@@ -9,6 +9,7 @@
 #include "cornstarch/config/config.h"
 #include "cornstarch/data/synthetic_dataset.h"
 #include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/pipeline/cost_model.h"
 #include "cornstarch/util/torch_runtime.h"
 
 using namespace cornstarch;
@@ -21,7 +22,7 @@ Config MakeConfig(const std::vector<std::string>& overrides) {
 
 }  // namespace
 
-TEST_CASE("every encoder/LLM combination produces logits and per-encoder features of the right shape", "[model]") {
+TEST_CASE("every encoder/LLM combination produces logits and features of the right shape and planned size", "[model]") {
   ConfigureTorchRuntime(1);
   const std::vector<std::vector<std::string>> layouts = {
       {"model.encoders.vision.type=vision"},
@@ -48,7 +49,25 @@ TEST_CASE("every encoder/LLM combination produces logits and per-encoder feature
       CHECK(x.sizes() == torch::IntArrayRef({3, tokens, cfg.model.llm.hidden_size}));
       CHECK(batch.modalities[c].positions.numel() == 3 * tokens);
     }
+    // The planner's parameter count of every layer equals the built layer's.
+    const std::vector<LayerMemory> memory = EstimateLayerMemory(cfg.model, model.spec(), cfg.data.seq_len, 3);
+    std::vector<double> built(model.spec().layers.size(), 0.0);
+    int layer = 0;
+    for (const auto& [name, p] : model.NamedParameters()) {
+      while (name.rfind(model.spec().layers[layer].name + ".", 0) != 0) ++layer;
+      built[layer] += static_cast<double>(p.numel());
+    }
+    for (size_t i = 0; i < built.size(); ++i) {
+      INFO(model.spec().layers[i].name);
+      CHECK(memory[i].parameters == built[i]);
+      CHECK(memory[i].activation_bytes > 0);  // everything trains here
+    }
   }
+  const Config frozen = MakeConfig({"model.encoders.vision.type=vision", "model.encoders.vision.frozen=true",
+                                    "model.encoders.vision.projector.frozen=true", "model.llm.frozen=false"});
+  const ModelSpec spec = BuildModelSpec(frozen.model);
+  const std::vector<LayerMemory> memory = EstimateLayerMemory(frozen.model, spec, frozen.data.seq_len, 2);
+  for (size_t i = 0; i < spec.layers.size(); ++i) CHECK((memory[i].activation_bytes > 0) == spec.layers[i].needs_graph);
 }
 
 TEST_CASE("layers are listed in order with their module membership", "[model]") {

@@ -130,3 +130,25 @@ TEST_CASE("frozen-aware placement is no worse than the colocated baseline with a
   CHECK(aware.timeline.makespan <= baseline.timeline.makespan);
   CHECK(aware.bottleneck <= baseline.bottleneck);
 }
+
+TEST_CASE("stage memory: weights, optimizer state of trainable layers, activations of in-flight microbatches", "[planner]") {
+  const Config c = Llava(false);
+  const ModelSpec spec = BuildModelSpec(c.model);
+  const PipelinePlan plan = PlanPipeline(spec, Costs(c, spec), 3, 8, PlanMode::kUniform);
+  std::vector<LayerMemory> memory(spec.layers.size());
+  for (size_t l = 0; l < memory.size(); ++l) memory[l] = {1000.0 + static_cast<double>(l), 7.0};
+  const std::vector<double> bytes = StageMemoryBytes(plan, spec, memory);
+  REQUIRE(bytes.size() == 3);
+  for (int s = 0; s < 3; ++s) {
+    // 1F1B holds as many microbatches between forward and backward as there are stages to the loss.
+    int depth = 1;
+    for (int t = s; !plan.graph.next[t].empty(); t = plan.graph.next[t][0]) ++depth;
+    const int in_flight = plan.graph.has_backward[s] ? std::min(8, depth) : 0;
+    double expected = 0;
+    for (int l : plan.stages[s].layers) {
+      expected += memory[l].parameters * (spec.layers[l].trainable ? 16 : 4) + in_flight * memory[l].activation_bytes;
+    }
+    INFO("stage " << s);
+    CHECK(bytes[s] == Approx(expected));
+  }
+}

@@ -23,6 +23,17 @@ struct LayerCost {
 std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
                                          double llm_attention_pairs = -1);
 
+// What one layer costs in memory, for placement: its parameters, and the activation bytes one microbatch keeps
+// between its forward and backward (0 without an autograd graph). fp32, as the trainer runs; activations are
+// an estimate (the tensors each layer type saves for backward), assuming one instance per encoder per sample.
+struct LayerMemory {
+  double parameters = 0;
+  double activation_bytes = 0;
+};
+
+std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
+                                             int64_t micro_batch_size);
+
 // Applies the backward rule to per-layer forward costs.
 std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector<double>& forward);
 

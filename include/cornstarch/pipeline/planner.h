@@ -60,6 +60,12 @@ std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& sp
 // pp = 1 is one stage holding every layer, whatever the mode.
 PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const std::vector<LayerCost>& costs);
 
+// Peak bytes of each stage under the plan's schedule: fp32 weights, for trainable parameters also the gradient
+// and AdamW's two moments, and the activations of as many microbatches as the schedule holds between their
+// forward and backward at once.
+std::vector<double> StageMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
+                                     const std::vector<LayerMemory>& memory);
+
 // "vision:1 audio:1 llm:2" (stages per chain), or "encoders+llm:2" when the encoders share the first LLM stage.
 std::string DescribeStages(const PipelinePlan& plan, const ModelSpec& spec);
 
