@@ -1,5 +1,5 @@
 // cornstarch-train: builds the MLLM of a config and trains it.
-//   cornstarch-train [--config FILE] [--set key.path=value ...] [--print-config] [--help] [--version]
+//   cornstarch-train [--config FILE] [--set key.path=value ...] [--resume] [--print-config] [--help] [--version]
 
 #include <torch/version.h>
 
@@ -25,13 +25,14 @@ extern const char kEmbeddedConfig[];
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: cornstarch-train [--config FILE] [--set key.path=value ...] [--print-config]
+constexpr const char* kUsage = R"(usage: cornstarch-train [--config FILE] [--set key.path=value ...] [--resume] [--print-config]
 
 Trains the multimodal LLM described by a YAML config. Without --config it runs the embedded default
 (configs/tiny.yaml: a tiny vision + audio MLLM on synthetic data, one CPU process).
 
   --config FILE          YAML run configuration
   --set key.path=value   override one field, e.g. --set train.steps=50 (repeatable)
+  --resume               continue from the newest complete checkpoint in checkpoint.dir
   --print-config         print the resolved configuration (every field) and exit
   --config-reference     print the reference of every config field (docs/configuration.md) and exit
   --version              print the version and exit
@@ -62,6 +63,8 @@ Args ParseArgs(int argc, char** argv) {
     } else if (a == "--config-reference") {
       std::cout << cornstarch::ConfigReference();
       std::exit(0);
+    } else if (a == "--resume") {
+      args.overrides.push_back("checkpoint.resume=latest");
     } else if (a == "--print-config") {
       args.print_config = true;
     } else if (a.rfind("--config", 0) == 0) {

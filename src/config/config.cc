@@ -325,6 +325,12 @@ void Validate(const Config& c) {
   RequirePositive("optimizer.eps", o.eps);
   Require(o.weight_decay >= 0, "optimizer.weight_decay", "must be >= 0", o.weight_decay);
 
+  const CheckpointConfig& k = c.checkpoint;
+  Require(k.interval >= 0, "checkpoint.interval", "must be >= 0 (0 saves only at the end)", k.interval);
+  RequirePositive("checkpoint.keep_last", k.keep_last);
+  Require(k.resume != "latest" || !k.dir.empty(), "checkpoint.resume",
+          "'latest' needs checkpoint.dir to look in", k.resume);
+
   const DataConfig& d = c.data;
   RequireOneOf("data.type", d.type, {"synthetic"});
   RequirePositive("data.seq_len", d.seq_len);

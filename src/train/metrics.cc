@@ -25,13 +25,22 @@ double PeakResidentMiB() {
   return 0.0;
 }
 
-MetricsWriter::MetricsWriter(const std::string& path) {
+MetricsWriter::MetricsWriter(const std::string& path, int64_t resumed_at) {
   if (path.empty()) return;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::string kept;
+  if (resumed_at > 0) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (record.is_object() && record.value("step", int64_t{0}) <= resumed_at) kept += line + "\n";
+    }
+  }
   out_.open(path, std::ios::trunc);
   if (!out_) throw Error("logging.metrics_path: cannot write '" + path + "'");
+  out_ << kept << std::flush;
 }
 
 void MetricsWriter::Write(const StepMetrics& m) {

@@ -13,6 +13,7 @@
 #include "cornstarch/pipeline/executor.h"
 #include "cornstarch/pipeline/profiler.h"
 #include "cornstarch/train/adamw.h"
+#include "cornstarch/train/checkpoint.h"
 #include "cornstarch/train/grad_sync.h"
 #include "cornstarch/train/lr_schedule.h"
 #include "cornstarch/util/check.h"
@@ -70,6 +71,8 @@ void Trainer::Init() {
   data_ = std::make_unique<SyntheticDataset>(config.model, config.data, seed);
   optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), config.optimizer);
   grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), kBucketBytes);
+  const std::string resume = ResolveResume(config.checkpoint);
+  if (!resume.empty()) Restore(resume);
   peak_flops_ = config.logging.peak_tflops > 0 ? config.logging.peak_tflops * 1e12 : MeasureGemmFlops();
 }
 
@@ -87,6 +90,41 @@ double Trainer::BatchFlops(const Batch& batch) const {
 }
 
 Trainer::~Trainer() = default;
+
+NamedTensors Trainer::Shard() const {
+  NamedTensors shard;
+  size_t i = 0;  // optimizer state follows the trainable parameters in NamedParameters order
+  NamedTensors moments;
+  for (const auto& [name, p] : model_->NamedParameters()) {
+    shard.emplace_back("model." + name, p);
+    if (!p.requires_grad()) continue;
+    moments.emplace_back("exp_avg." + name, optimizer_->exp_avg().at(i));
+    moments.emplace_back("exp_avg_sq." + name, optimizer_->exp_avg_sq().at(i));
+    ++i;
+  }
+  shard.insert(shard.end(), moments.begin(), moments.end());
+  return shard;
+}
+
+void Trainer::Restore(const std::string& dir) {
+  CheckpointReader reader(dir, config_);
+  if (reader.step() >= config_.train.steps) {
+    throw Error("checkpoint.resume: " + dir + " is at step " + std::to_string(reader.step()) +
+                ", nothing left of train.steps=" + std::to_string(config_.train.steps));
+  }
+  for (const auto& [name, t] : Shard()) reader.Read(name, t);
+  optimizer_->set_step_count(reader.optimizer_step());
+  step_ = resumed_at_ = reader.step();
+  if (runtime_.rank() == 0) spdlog::info("resumed from {} at step {}", dir, step_);
+}
+
+void Trainer::Save() {
+  const ParallelDims::Coord c = runtime_.coord();
+  SaveCheckpoint(config_, runtime_, step_, optimizer_->step_count(), Shard(), c.dp == 0 && c.cp == 0);
+  if (runtime_.rank() == 0) {
+    spdlog::info("saved {}", (config_.checkpoint.dir + "/" + CheckpointDirName(step_)));
+  }
+}
 
 StepMetrics Trainer::Step() {
   const auto start = std::chrono::steady_clock::now();
@@ -133,7 +171,8 @@ StepMetrics Trainer::Step() {
 
 std::vector<StepMetrics> Trainer::Run() {
   const bool logs = runtime_.rank() == 0;
-  MetricsWriter writer(logs ? config_.logging.metrics_path : "");
+  MetricsWriter writer(logs ? config_.logging.metrics_path : "", resumed_at_);
+  const CheckpointConfig& ck = config_.checkpoint;
   std::vector<StepMetrics> history;
   const auto start = std::chrono::steady_clock::now();
   while (step_ < config_.train.steps) {
@@ -145,6 +184,7 @@ std::vector<StepMetrics> Trainer::Run() {
     if (!std::isfinite(m.loss)) throw Error("training diverged: loss is " + std::to_string(m.loss) + " at step " +
                                             std::to_string(m.step) + "; lower optimizer.lr");
     history.push_back(m);
+    if (!ck.dir.empty() && ((ck.interval > 0 && m.step % ck.interval == 0) || m.step == config_.train.steps)) Save();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (logs && !history.empty()) {

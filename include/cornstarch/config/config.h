@@ -207,6 +207,22 @@ struct LoggingConfig {
   }
 };
 
+struct CheckpointConfig {
+  std::string dir;
+  int64_t interval = 0;
+  int64_t keep_last = 2;
+  std::string resume;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("dir", dir, "Directory of the run's checkpoints (one step-NNNNNNNN directory each); empty disables them.");
+    f("interval", interval, "Save every this many steps; 0 saves only at the end. The last step always saves.");
+    f("keep_last", keep_last, "Complete checkpoints to keep; older ones are deleted after a save.");
+    f("resume", resume, "Resume from 'latest' (the newest complete checkpoint in dir) or a checkpoint directory; "
+                        "empty starts fresh. The run continues bitwise identically on the same layout.");
+  }
+};
+
 struct Config {
   ModelConfig model;
   ParallelConfig parallel;
@@ -214,6 +230,7 @@ struct Config {
   OptimizerConfig optimizer;
   DataConfig data;
   LoggingConfig logging;
+  CheckpointConfig checkpoint;
 
   template <class F>
   void Fields(F&& f) {
@@ -223,6 +240,7 @@ struct Config {
     f("optimizer", optimizer, "AdamW and learning-rate schedule.");
     f("data", data, "Training data.");
     f("logging", logging, "Logs and metrics.");
+    f("checkpoint", checkpoint, "Saving and resuming.");
   }
 };
 

@@ -21,6 +21,8 @@ class AdamW {
   void ZeroGrad();
 
   int64_t step_count() const { return step_; }
+  // Where bias correction continues after the moments were restored from a checkpoint.
+  void set_step_count(int64_t step) { step_ = step; }
   const std::vector<torch::Tensor>& params() const { return params_; }
   const std::vector<torch::Tensor>& exp_avg() const { return exp_avg_; }
   const std::vector<torch::Tensor>& exp_avg_sq() const { return exp_avg_sq_; }

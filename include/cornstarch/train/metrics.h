@@ -29,7 +29,8 @@ double PeakResidentMiB();
 class MetricsWriter {
  public:
   // Creates the parent directory; an empty path writes nothing. Throws Error naming the path if it cannot open.
-  explicit MetricsWriter(const std::string& path);
+  // `resumed_at` > 0: a run resumed from that step keeps the file's records up to it and continues after them.
+  explicit MetricsWriter(const std::string& path, int64_t resumed_at = 0);
   void Write(const StepMetrics& m);
 
  private:

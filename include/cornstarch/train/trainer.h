@@ -5,9 +5,11 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cornstarch/config/config.h"
+#include "cornstarch/train/checkpoint.h"
 #include "cornstarch/train/metrics.h"
 
 namespace cornstarch {
@@ -36,8 +38,12 @@ class Trainer {
   // trainable, F frozen but passing gradients, 0 otherwise) and LLM attention over the pairs its mask allows.
   double BatchFlops(const Batch& batch) const;
 
-  // Runs the remaining steps, logging every logging.interval steps and writing the metrics file.
+  // Runs the remaining steps, logging every logging.interval steps, writing the metrics file and saving
+  // checkpoints as checkpoint.interval says (and after the last step) when checkpoint.dir is set.
   std::vector<StepMetrics> Run();
+
+  // Collective: saves the current state to checkpoint.dir.
+  void Save();
 
   // This process's share of the model: the layers of its pipeline stage.
   MultimodalModel& model() { return *model_; }
@@ -48,6 +54,9 @@ class Trainer {
 
  private:
   void Init();
+  // This rank's parameters and optimizer moments under their checkpoint names.
+  NamedTensors Shard() const;
+  void Restore(const std::string& dir);
 
   Config config_;
   std::unique_ptr<DistRuntime> own_runtime_;  // set for single-process runs
@@ -60,6 +69,7 @@ class Trainer {
   std::unique_ptr<GradSync> grad_sync_;
   double peak_flops_ = 0;  // of one rank, for MFU
   int64_t step_ = 0;
+  int64_t resumed_at_ = 0;  // the checkpoint's step, when resumed
 };
 
 }  // namespace cornstarch

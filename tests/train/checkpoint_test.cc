@@ -1,0 +1,150 @@
+// Checkpoint and resume in one process: a run stopped after a checkpoint and resumed from it continues bitwise
+// identically (losses, weights, optimizer moments compared with ==); old checkpoints are pruned; partial, corrupt
+// and mismatched checkpoints are refused with the file named.
+#include <torch/torch.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "cornstarch/config/config.h"
+#include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/train/adamw.h"
+#include "cornstarch/train/checkpoint.h"
+#include "cornstarch/train/trainer.h"
+#include "cornstarch/util/check.h"
+
+using namespace cornstarch;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / name;
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+Config MakeConfig(const std::string& dir, std::vector<std::string> more = {}) {
+  std::vector<std::string> o = {"train.steps=8",          "optimizer.warmup_steps=2", "train.micro_batch_size=4",
+                                "train.global_batch_size=8", "logging.metrics_path=",  "logging.level=warn",
+                                "checkpoint.dir=" + dir,  "checkpoint.interval=3",   "train.num_threads=1",
+                                "model.encoders.audio.frozen=true"};
+  o.insert(o.end(), more.begin(), more.end());
+  return LoadConfig("configs/tiny.yaml", o);
+}
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("a resumed run continues bitwise identically, and old checkpoints are pruned", "[checkpoint]") {
+  const std::string dir = FreshDir("resume");
+  Trainer full(MakeConfig(FreshDir("full")));
+  const std::vector<StepMetrics> expected = full.Run();
+
+  {
+    // The same run, killed after step 7: its checkpoints at steps 3 and 6 remain (saved as Run() saves them).
+    Trainer first(MakeConfig(dir));
+    for (int i = 1; i <= 7; ++i) {
+      first.Step();
+      if (i % 3 == 0) first.Save();
+    }
+  }
+  CHECK(CompleteCheckpoints(dir) == std::vector<int64_t>{3, 6});
+  Trainer resumed(MakeConfig(dir, {"checkpoint.resume=latest"}));
+  CHECK(resumed.step() == 6);
+  const std::vector<StepMetrics> got = resumed.Run();
+  REQUIRE(got.size() == 2);
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("step " << got[i].step);
+    CHECK(got[i].step == expected[6 + i].step);
+    CHECK(got[i].loss == expected[6 + i].loss);  // bitwise
+    CHECK(got[i].grad_norm == expected[6 + i].grad_norm);
+  }
+  const auto a = full.model().NamedParameters(), b = resumed.model().NamedParameters();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(torch::equal(a[i].second, b[i].second));
+  for (size_t i = 0; i < full.optimizer().exp_avg().size(); ++i) {
+    CHECK(torch::equal(full.optimizer().exp_avg()[i], resumed.optimizer().exp_avg()[i]));
+    CHECK(torch::equal(full.optimizer().exp_avg_sq()[i], resumed.optimizer().exp_avg_sq()[i]));
+  }
+  CHECK(resumed.optimizer().step_count() == full.optimizer().step_count());
+  // keep_last = 2: the end-of-run save of step 8 pushed out step 3.
+  CHECK(CompleteCheckpoints(dir) == std::vector<int64_t>{6, 8});
+  // Only the trainable parameters have moments; frozen ones have no optimizer state in the shard.
+  const std::string shard = dir + "/" + CheckpointDirName(8) + "/stage-0.json";
+  std::ifstream in(shard);
+  const std::string sidecar((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(sidecar, Contains("\"model.encoder.audio.block.0.qkv.weight\""));
+  CHECK_THAT(sidecar, Contains("\"exp_avg.encoder.vision.block.0.qkv.weight\""));
+  CHECK(sidecar.find("exp_avg.encoder.audio.block.0.qkv.weight") == std::string::npos);
+}
+
+TEST_CASE("partial, corrupt and mismatched checkpoints are refused with the file named", "[checkpoint]") {
+  const std::string dir = FreshDir("bad");
+  Trainer(MakeConfig(dir, {"train.steps=3"})).Run();
+  const std::string step = dir + "/" + CheckpointDirName(3);
+  auto copy = [&](const std::string& name) {
+    const std::string to = dir + "/" + name;
+    fs::copy(step, to, fs::copy_options::recursive);
+    return to;
+  };
+  auto resume_from = [&](const std::string& path, const std::vector<std::string>& more = {}) {
+    std::vector<std::string> o = {"checkpoint.resume=" + path, "train.steps=8"};
+    o.insert(o.end(), more.begin(), more.end());
+    return ErrorOf([&] { Trainer t(MakeConfig(FreshDir("unused"), o)); });
+  };
+  CHECK(resume_from(step) == "no error");
+
+  // A directory a killed save left behind looks like step-N.tmp: "latest" ignores it.
+  copy(CheckpointDirName(9) + ".tmp");
+  CHECK(CompleteCheckpoints(dir) == std::vector<int64_t>{3});
+  const std::string partial = copy("partial");
+  fs::remove(partial + "/manifest.json");
+  CHECK_THAT(resume_from(partial), Contains(partial + "/manifest.json: missing; the checkpoint is partial"));
+
+  const std::string flipped = copy("flipped");
+  {
+    std::fstream f(flipped + "/stage-0.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-100, std::ios::end);
+    const char c = static_cast<char>(f.get());
+    f.seekp(-100, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x20));
+  }
+  CHECK_THAT(resume_from(flipped), Contains(flipped + "/stage-0.safetensors: checksum mismatch"));
+
+  const std::string truncated = copy("truncated");
+  fs::resize_file(truncated + "/stage-0.safetensors", fs::file_size(truncated + "/stage-0.safetensors") - 7);
+  CHECK_THAT(resume_from(truncated), Contains(truncated + "/stage-0.safetensors: ") &&
+                                         Contains("the file is truncated or was replaced"));
+
+  const std::string no_sidecar = copy("no-sidecar");
+  fs::remove(no_sidecar + "/stage-0.json");
+  CHECK_THAT(resume_from(no_sidecar), Contains(no_sidecar + "/stage-0.json: missing"));
+
+  const std::string garbled = copy("garbled");
+  std::ofstream(garbled + "/manifest.json") << "{\"format\": ";
+  CHECK_THAT(resume_from(garbled), Contains(garbled + "/manifest.json: malformed"));
+
+  CHECK_THAT(resume_from(step, {"train.seed=7"}),
+             Contains(step + ": saved with train.seed=0, the config has 7"));
+  CHECK_THAT(resume_from(step, {"model.llm.intermediate_size=320"}),
+             Contains(step + "/stage-0.safetensors: tensor 'model.llm.block.0.gate.weight' is Float [352, 128], "
+                             "the model needs Float [320, 128]"));
+  CHECK_THAT(resume_from(step, {"model.llm.num_layers=3"}),
+             Contains(step + ": no tensor 'model.llm.block.2.attn_norm.weight'"));
+  CHECK_THAT(resume_from(step, {"train.steps=3"}), Contains("is at step 3, nothing left of train.steps=3"));
+  CHECK(ErrorOf([&] { LoadConfig("configs/tiny.yaml", {"checkpoint.resume=latest"}); }) ==
+        "checkpoint.resume: 'latest' needs checkpoint.dir to look in, got 'latest'");
+  CHECK_THAT(ErrorOf([&] { Trainer t(MakeConfig(FreshDir("empty"), {"checkpoint.resume=latest"})); }),
+             Contains("holds no complete checkpoint"));
+}
