@@ -89,8 +89,12 @@ std::vector<TileMask> PlanTiles(const torch::Tensor& words, const BitfieldAttent
   return plans;
 }
 
-// Runs fn(b, h, qt, q0, rows) in parallel for every (batch, head, query tile) with something allowed; rows of
-// the tile are [q0, q0 + rows).
+bool Selected(const BitfieldAttentionOptions& o, int64_t b, int64_t qt) {
+  return o.query_tiles.empty() || o.query_tiles[b][qt] != 0;
+}
+
+// Runs fn(b, h, qt, q0, rows) in parallel for every selected (batch, head, query tile) with something allowed;
+// rows of the tile are [q0, q0 + rows).
 template <class Fn>
 void ForEachQueryTile(int64_t batch, int64_t heads, int64_t n, const std::vector<TileMask>& plans,
                       const BitfieldAttentionOptions& o, const Fn& fn) {
@@ -98,14 +102,19 @@ void ForEachQueryTile(int64_t batch, int64_t heads, int64_t n, const std::vector
   at::parallel_for(0, batch * heads * nq, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / (heads * nq), h = (task / nq) % heads, qt = task % nq;
-      if (plans[b].keys_of(qt).empty()) continue;
+      if (plans[b].keys_of(qt).empty() || !Selected(o, b, qt)) continue;
       const int64_t q0 = qt * o.tile_q;
       fn(b, h, qt, q0, std::min(o.tile_q, n - q0));
     }
   });
 }
 
-void CheckInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& words) {
+void CheckInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& words,
+                 const BitfieldAttentionOptions& o) {
+  const int64_t nq = (q.size(2) + o.tile_q - 1) / o.tile_q;
+  CS_CHECK(o.query_tiles.empty() || static_cast<int64_t>(o.query_tiles.size()) == q.size(0), "query_tiles for ",
+           o.query_tiles.size(), " samples, batch of ", q.size(0));
+  for (const auto& flags : o.query_tiles) CS_CHECK(static_cast<int64_t>(flags.size()) == nq, "query_tiles length");
   CS_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "q, k, v must be [B, H, S, D]");
   CS_CHECK(q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat,
            "the CPU bitfield kernel computes in fp32");
@@ -124,7 +133,7 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
                                                                   const torch::Tensor& words_in,
                                                                   const BitfieldAttentionOptions& o,
                                                                   BitfieldAttentionStats* stats) {
-  CheckInputs(q_in, k_in, v_in, words_in);
+  CheckInputs(q_in, k_in, v_in, words_in, o);
   torch::NoGradGuard no_grad;
   const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   const torch::Tensor words = words_in.contiguous();
@@ -180,7 +189,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
     const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in, const torch::Tensor& words_in,
     const torch::Tensor& out_in, const torch::Tensor& lse_in, const torch::Tensor& dout_in,
     const BitfieldAttentionOptions& o) {
-  CheckInputs(q_in, k_in, v_in, words_in);
+  CheckInputs(q_in, k_in, v_in, words_in, o);
   torch::NoGradGuard no_grad;
   const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   const torch::Tensor words = words_in.contiguous(), lse = lse_in.contiguous();
@@ -217,12 +226,16 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / (Hkv * nk), hk = (task / nk) % Hkv, kt = task % nk;
       const TileMask& plan = plans[b];
-      if (plan.queries_of(kt).empty()) continue;
+      std::vector<int32_t> queries;
+      for (int32_t qt : plan.queries_of(kt)) {
+        if (Selected(o, b, qt)) queries.push_back(qt);
+      }
+      if (queries.empty()) continue;
       const int64_t k0 = kt * o.tile_k, cols = std::min(o.tile_k, n - k0);
       const std::vector<Segment> col_segs = {{kt, k0, cols, 0}};
       const torch::Tensor kt_rows = k[b][hk].narrow(0, k0, cols), vt_rows = v[b][hk].narrow(0, k0, cols);
       torch::Tensor dk_t = torch::zeros({cols, D}, q.options()), dv_t = torch::zeros({cols, D}, q.options());
-      const auto chunks = Chunks(plan.queries_of(kt), o.tile_q, n, o.chunk);
+      const auto chunks = Chunks(queries, o.tile_q, n, o.chunk);
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
         for (const std::vector<Segment>& rows : chunks) {
           const torch::Tensor qs = Gather(q[b][h], rows) * scale;

@@ -17,6 +17,9 @@ struct BitfieldAttentionOptions {
   int64_t tile_q = 64;
   int64_t tile_k = 64;
   int64_t chunk = 512;  // keys (forward, dQ) or queries (dK/dV) gathered into one GEMM
+  // Per sample, a flag per query tile: compute only the flagged query rows (a context-parallel rank's share of
+  // the sequence); the other rows' outputs and gradients stay zero. Empty: every row.
+  std::vector<std::vector<uint8_t>> query_tiles;
 };
 
 struct BitfieldAttentionStats {

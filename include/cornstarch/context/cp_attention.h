@@ -1,0 +1,41 @@
+// Context-parallel bitfield attention. The sequence is cut into blocks (whole kernel tiles); the CP balancer
+// (context/cp_balancer.h) gives each rank of the cp group the same number of blocks, and a rank holds the
+// activations of its blocks' tokens only, in sequence order. Attention needs keys from anywhere in the sequence:
+// K and V are all-gathered over the cp group and put back at their original positions, and the kernel computes
+// this rank's query tiles only, still skipping empty tiles. All-gather rather than a ring, as the reference
+// chose: under a multimodal mask a rank's queries need keys from everywhere, and gathering once computes every
+// allowed pair exactly once with no per-round bookkeeping. Backward: each rank computes dQ for its rows and dK,
+// dV for every key its queries saw; dK and dV are summed over the group and each rank keeps its own rows.
+#pragma once
+
+#include <torch/types.h>
+
+#include "cornstarch/context/cp_balancer.h"
+
+namespace cornstarch {
+
+class Communicator;
+
+// Where a microbatch's tokens live: identical on every rank of the cp group (a function of the mask words).
+struct CpLayout {
+  int cp = 1;
+  int64_t block = 128;
+  CpSplit split = CpSplit::kBalanced;
+  torch::Tensor tokens;  // [cp, B, S / cp] int64: the original positions rank r holds, ascending per sample
+};
+
+// Splits each sample of `words` [B, S] into blocks of `block` tokens and assigns them with `split`.
+// REQUIRES: S divisible by cp * block; block a multiple of the kernel's 64-row tiles.
+CpLayout PlanCpLayout(const torch::Tensor& words, int cp, int64_t block, CpSplit split);
+
+// Rows `layout.tokens[rank]` of x [B, ..., S, ...] along `dim`: this rank's share of a full-sequence tensor.
+torch::Tensor LocalRows(const torch::Tensor& x, const CpLayout& layout, int rank, int64_t dim);
+
+// q_local [B, H, S/cp, D], k_local and v_local [B, Hkv, S/cp, D]: this rank's tokens; words [B, S]: the whole
+// sequence's mask words. Returns this rank's attention output [B, H, S/cp, D], differentiable in q, k and v.
+// Collective over `cp` (rank order = position in layout.tokens), forward and backward.
+torch::Tensor CpBitfieldAttention(const torch::Tensor& q_local, const torch::Tensor& k_local,
+                                  const torch::Tensor& v_local, const torch::Tensor& words, const CpLayout& layout,
+                                  Communicator& cp);
+
+}  // namespace cornstarch
