@@ -302,6 +302,11 @@ void Validate(const Config& c) {
   RequirePositive("parallel.dp", c.parallel.dp);
   RequireOneOf("parallel.pipeline", c.parallel.pipeline, {"frozen_aware", "uniform", "colocated"});
   RequireOneOf("parallel.pipeline_costs", c.parallel.pipeline_costs, {"profile", "flops"});
+  RequireOneOf("parallel.cp_split", c.parallel.cp_split, {"balanced", "zigzag", "contiguous"});
+  RequirePositive("parallel.cp_block", c.parallel.cp_block);
+  Require(c.parallel.cp == 1 || c.data.seq_len % (c.parallel.cp * c.parallel.cp_block) == 0, "data.seq_len",
+          "must be a multiple of parallel.cp x parallel.cp_block = " + Str(c.parallel.cp * c.parallel.cp_block),
+          c.data.seq_len);
   RequirePositive("parallel.timeout_seconds", c.parallel.timeout_seconds);
 
   const TrainConfig& t = c.train;

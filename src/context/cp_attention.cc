@@ -10,8 +10,6 @@ namespace cornstarch {
 
 namespace {
 
-constexpr int64_t kTile = 64;  // the kernel's default query tile
-
 // `index` [B, L] -> [B, (H,) L, (D)] broadcast along the head and feature dims of a [B, H, L, D] tensor.
 torch::Tensor Expand(const torch::Tensor& index, const torch::Tensor& like) {
   return index.unsqueeze(1).unsqueeze(3).expand({like.size(0), like.size(1), index.size(1), like.size(3)});
@@ -90,7 +88,6 @@ class CpAttentionFunction : public torch::autograd::Function<CpAttentionFunction
 CpLayout PlanCpLayout(const torch::Tensor& words_in, int cp, int64_t block, CpSplit split) {
   const torch::Tensor words = words_in.contiguous();
   const int64_t B = words.size(0), n = words.size(1);
-  CS_CHECK(block % kTile == 0, "cp block ", block, " is not a multiple of the ", kTile, "-row tiles");
   CS_CHECK(n % (cp * block) == 0, "sequence of ", n, " tokens does not split into ", cp, " x ", block);
   CpLayout layout;
   layout.cp = cp;

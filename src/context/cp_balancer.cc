@@ -17,6 +17,13 @@ const char* CpSplitName(CpSplit split) {
   return "?";
 }
 
+CpSplit ParseCpSplit(const std::string& name) {
+  if (name == "contiguous") return CpSplit::kContiguous;
+  if (name == "zigzag") return CpSplit::kZigzag;
+  CS_CHECK(name == "balanced", "cp split ", name);
+  return CpSplit::kBalanced;
+}
+
 double CpAssignment::max_over_mean() const {
   const double total = std::accumulate(work.begin(), work.end(), 0.0);
   if (total == 0) return 1.0;

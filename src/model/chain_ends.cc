@@ -72,7 +72,8 @@ torch::Tensor TokenEmbed::Forward(const torch::Tensor&, ForwardContext& ctx) {
   for (size_t k = 0; k < ctx.features.size(); ++k) {
     const torch::Tensor& positions = batch.modalities[k].positions;
     if (positions.numel() == 0) continue;
-    const torch::Tensor features = ctx.features[k].reshape({-1, d}).to(flat.scalar_type());
+    torch::Tensor features = ctx.features[k].reshape({-1, d}).to(flat.scalar_type());
+    if (batch.modalities[k].rows.defined()) features = features.index_select(0, batch.modalities[k].rows);
     CS_CHECK(features.size(0) == positions.numel(), "encoder ", k, " produced ", features.size(0),
              " tokens for ", positions.numel(), " placeholders");
     flat = flat.index_copy(0, positions, features);

@@ -4,6 +4,7 @@
 
 #include "cornstarch/attention/bitfield_attention.h"
 #include "cornstarch/attention/dense_attention.h"
+#include "cornstarch/context/cp_attention.h"
 
 namespace cornstarch {
 
@@ -78,7 +79,9 @@ torch::Tensor DecoderBlock::Forward(const torch::Tensor& x, ForwardContext& ctx)
   const torch::Tensor k =
       ApplyRope(k_(h).view({b, s, kv_heads_, head_dim_}).transpose(1, 2), ctx.rope_cos, ctx.rope_sin);
   const torch::Tensor v = v_(h).view({b, s, kv_heads_, head_dim_}).transpose(1, 2);
-  const torch::Tensor attn = BitfieldAttention(q, k, v, ctx.batch->mask_words);
+  const torch::Tensor attn = ctx.batch->cp.cp > 1
+                                 ? CpBitfieldAttention(q, k, v, ctx.batch->mask_words, ctx.batch->cp, *ctx.cp_group)
+                                 : BitfieldAttention(q, k, v, ctx.batch->mask_words);
   const torch::Tensor y = x + o_(attn.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
   const torch::Tensor m = mlp_norm_(y);
   return y + down_(F::silu(gate_(m)) * up_(m));

@@ -31,8 +31,9 @@ struct PipelineExecutor::InFlight {
   torch::Tensor output, output_grad, loss;
 };
 
-PipelineExecutor::PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp)
-    : model_(model), plan_(plan), stage_(stage), pp_(pp) {
+PipelineExecutor::PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp,
+                                   Communicator& cp)
+    : model_(model), plan_(plan), stage_(stage), pp_(pp), cp_(cp) {
   const int stages = plan.graph.num_stages();
   CS_CHECK(stage >= 0 && stage < stages, "stage ", stage, " of ", stages);
   CS_CHECK(stages == 1 || pp.size() == stages, "pipeline group of ", pp.size(), " ranks for ", stages, " stages");
@@ -91,6 +92,7 @@ void PipelineExecutor::Forward(int mb, const Batch& batch, double loss_scale) {
   const ModelSpec& spec = model_.spec();
   const int llm = spec.llm_chain();
   f.ctx = model_.MakeContext(batch);
+  f.ctx.cp_group = &cp_;
   f.ctx.features.assign(llm, torch::Tensor());
   std::map<int, torch::Tensor> from_layer;  // producer layer -> its output, received
   for (const auto& [peer, t] : f.inputs) from_layer[producer_layer_.at(peer)] = t;

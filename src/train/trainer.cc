@@ -48,7 +48,6 @@ Trainer::Trainer(const Config& config, DistRuntime& runtime) : config_(config), 
 
 void Trainer::Init() {
   const Config& config = config_;
-  if (config.parallel.cp > 1) throw Error("parallel.cp: context parallelism is not available in this version; set 1");
   ConfigureTorchRuntime(config.train.num_threads, runtime_.env().local_world_size);
   const auto seed = static_cast<uint64_t>(config.train.seed);
   const ModelSpec spec = BuildModelSpec(config.model);
@@ -67,7 +66,8 @@ void Trainer::Init() {
   plan_ = std::make_unique<PipelinePlan>(PlanFromConfig(config, spec, costs));
   const int stage = runtime_.coord().pp;
   model_ = std::make_unique<MultimodalModel>(config.model, seed, plan_->stages[stage].layers);
-  executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP));
+  executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP),
+                                                 runtime_.group(Axis::kCP));
   data_ = std::make_unique<SyntheticDataset>(config.model, config.data, seed);
   optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), config.optimizer);
   grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), kBucketBytes);
@@ -136,24 +136,34 @@ StepMetrics Trainer::Step() {
   // Each dp rank takes a contiguous slice of the global batch. Losses are normalised by the labelled tokens of
   // the whole global batch, so summing gradients over microbatches and ranks gives the one-big-batch gradient.
   Communicator& dp = runtime_.group(Axis::kDP);
+  Communicator& cp = runtime_.group(Axis::kCP);
   const int64_t local = t.global_batch_size / dp.size();
   std::vector<Batch> micro;
   double local_targets = 0, local_tokens = 0, local_flops = 0;
   for (int64_t first = step_ * t.global_batch_size + dp.rank() * local, end = first + local; first < end;
        first += t.micro_batch_size) {
-    micro.push_back(data_->Get(first, t.micro_batch_size));
-    local_targets += micro.back().labels.ne(-100).sum().item<double>();
-    local_tokens += micro.back().mask_words.ne(0).sum().item<double>();
-    local_flops += BatchFlops(micro.back());
+    Batch batch = data_->Get(first, t.micro_batch_size);
+    local_targets += batch.labels.ne(-100).sum().item<double>();
+    local_tokens += batch.mask_words.ne(0).sum().item<double>();
+    local_flops += BatchFlops(batch);
+    if (cp.size() > 1) {
+      // Every cp rank holds the whole microbatch and keeps its share of the tokens, balanced per sample.
+      batch = ShardBatch(batch, PlanCpLayout(batch.mask_words, cp.size(), config_.parallel.cp_block,
+                                             ParseCpSplit(config_.parallel.cp_split)),
+                         cp.rank());
+    }
+    micro.push_back(std::move(batch));
   }
   const double targets = SumOver(dp, local_targets);
   m.tokens = static_cast<int64_t>(SumOver(dp, local_tokens));
   // Only the last stage of each pipeline computes losses; the others add zeros.
   m.loss = SumOver(runtime_.world(), executor_->Step(micro, targets)) / targets;
+  // The cp ranks of a replica computed the gradients of different tokens: they add up like dp replicas.
   grad_sync_->AllReduceSum(dp);
+  grad_sync_->AllReduceSum(cp);
 
-  // Each parameter lives on one stage, and after the dp sum every replica holds the same gradient: the global
-  // norm adds the stages' squared norms once.
+  // Each parameter lives on one stage, and after the dp and cp sums every replica holds the same gradient: the
+  // global norm adds the stages' squared norms once.
   const std::vector<torch::Tensor>& params = optimizer_->params();
   m.grad_norm = std::sqrt(SumOver(runtime_.group(Axis::kPP), SquaredGradNorm(params)));
   const double factor = ClipFactor(m.grad_norm, t.grad_clip_norm);

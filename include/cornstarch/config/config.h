@@ -105,6 +105,8 @@ struct ParallelConfig {
   int64_t dp = 1;
   std::string pipeline = "frozen_aware";
   std::string pipeline_costs = "profile";
+  std::string cp_split = "balanced";
+  int64_t cp_block = 128;
   double timeout_seconds = 300.0;
 
   template <class F>
@@ -119,6 +121,10 @@ struct ParallelConfig {
                                         "times every layer's forward on its device before training and shares "
                                         "the result) or flops (the FLOP estimate: no startup cost, but blind to "
                                         "how fast each kind of layer runs).");
+    f("cp_split", cp_split, "How sequences are split over the cp ranks: balanced (equal attention work under the "
+                            "bitfield mask), zigzag (balanced for causal text only) or contiguous.");
+    f("cp_block", cp_block, "Tokens per context-parallel block; data.seq_len must be a multiple of cp x cp_block. "
+                            "Multiples of 64 (the attention kernel's tile) avoid recomputation.");
     f("timeout_seconds", timeout_seconds, "A communication that does not complete within this many seconds "
                                           "reports the stuck rank and operation and aborts the job.");
   }

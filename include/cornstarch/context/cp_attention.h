@@ -25,7 +25,8 @@ struct CpLayout {
 };
 
 // Splits each sample of `words` [B, S] into blocks of `block` tokens and assigns them with `split`.
-// REQUIRES: S divisible by cp * block; block a multiple of the kernel's 64-row tiles.
+// REQUIRES: S divisible by cp * block. Blocks that are whole 64-row kernel tiles avoid recomputation: a tile
+// shared by two ranks is computed by both (correct, since each keeps only its rows' results, but twice).
 CpLayout PlanCpLayout(const torch::Tensor& words, int cp, int64_t block, CpSplit split);
 
 // Rows `layout.tokens[rank]` of x [B, ..., S, ...] along `dim`: this rank's share of a full-sequence tensor.

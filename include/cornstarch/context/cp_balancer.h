@@ -19,6 +19,8 @@ namespace cornstarch {
 
 enum class CpSplit { kContiguous, kZigzag, kBalanced };
 const char* CpSplitName(CpSplit split);
+// REQUIRES: a validated parallel.cp_split value.
+CpSplit ParseCpSplit(const std::string& name);
 
 struct CpAssignment {
   std::vector<std::vector<int64_t>> blocks;  // per rank, ascending block indices

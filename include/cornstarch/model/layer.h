@@ -11,12 +11,15 @@
 
 namespace cornstarch {
 
+class Communicator;
+
 // What a layer may read besides its input: the microbatch (its mask words drive the LLM attention) and the
 // per-microbatch RoPE tables, computed once.
 struct ForwardContext {
   const Batch* batch = nullptr;
   torch::Tensor rope_cos, rope_sin;    // [B, S, head_dim]: RoPE tables of batch->positions
   std::vector<torch::Tensor> features;  // projected features per encoder, [n, tokens, llm_hidden]
+  Communicator* cp_group = nullptr;      // the cp group, when batch->cp.cp > 1
 };
 
 class Layer : public torch::nn::Module {

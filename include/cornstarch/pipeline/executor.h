@@ -30,8 +30,8 @@ struct ActionTiming {
 class PipelineExecutor {
  public:
   // `model` holds at least this stage's layers; `pp` is the pipeline group, whose rank r runs stage r (not
-  // owned; unused when the plan has one stage).
-  PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp);
+  // owned; unused when the plan has one stage); `cp` the context-parallel group the LLM's attention spans.
+  PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp, Communicator& cp);
   ~PipelineExecutor();
 
   // Runs this stage's actions over the step's microbatches (plan's microbatch count); the gradient of
@@ -60,6 +60,7 @@ class PipelineExecutor {
   const PipelinePlan plan_;
   const int stage_;
   Communicator& pp_;
+  Communicator& cp_;
   std::vector<Segment> segments_;
   std::map<int, int> producer_layer_;  // producer stage -> the layer whose output it sends
   std::map<int, std::unique_ptr<InFlight>> in_flight_;
