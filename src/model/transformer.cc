@@ -61,9 +61,10 @@ DecoderBlock::DecoderBlock(const LlmConfig& cfg)
     : heads_(cfg.num_heads), kv_heads_(cfg.num_kv_heads), head_dim_(cfg.hidden_size / cfg.num_heads) {
   const int64_t d = cfg.hidden_size;
   attn_norm_ = register_module("attn_norm", RMSNorm(d, cfg.rms_norm_eps));
-  q_ = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(d, heads_ * head_dim_).bias(false)));
-  k_ = register_module("k", torch::nn::Linear(torch::nn::LinearOptions(d, kv_heads_ * head_dim_).bias(false)));
-  v_ = register_module("v", torch::nn::Linear(torch::nn::LinearOptions(d, kv_heads_ * head_dim_).bias(false)));
+  const bool bias = cfg.attention_bias;
+  q_ = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(d, heads_ * head_dim_).bias(bias)));
+  k_ = register_module("k", torch::nn::Linear(torch::nn::LinearOptions(d, kv_heads_ * head_dim_).bias(bias)));
+  v_ = register_module("v", torch::nn::Linear(torch::nn::LinearOptions(d, kv_heads_ * head_dim_).bias(bias)));
   o_ = register_module("o", torch::nn::Linear(torch::nn::LinearOptions(heads_ * head_dim_, d).bias(false)));
   mlp_norm_ = register_module("mlp_norm", RMSNorm(d, cfg.rms_norm_eps));
   const int64_t ff = cfg.intermediate_size;

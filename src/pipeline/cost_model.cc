@@ -78,7 +78,7 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         } else if (pos == last) {
           params = d + d * v, per_token = 2 * d + 2 * v;  // norm in/out, logits and their log-softmax
         } else {
-          params = 2 * d + d * q + 2 * d * kv + q * d + 3 * d * ff;
+          params = 2 * d + d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0);
           per_token = 4 * d + 2 * q + 3 * kv + q + 4 * ff;  // norms, q/k/v before and after RoPE, output, MLP
         }
       } else {

@@ -3,11 +3,15 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <cmath>
 
 #include "cornstarch/attention/tile_mask.h"
 #include "cornstarch/data/synthetic_dataset.h"
 #include "cornstarch/dist/runtime.h"
+#include "cornstarch/io/hf_weights.h"
+#include "cornstarch/io/safetensors.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/pipeline/cost_model.h"
 #include "cornstarch/pipeline/executor.h"
@@ -66,6 +70,10 @@ void Trainer::Init() {
   plan_ = std::make_unique<PipelinePlan>(PlanFromConfig(config, spec, costs));
   const int stage = runtime_.coord().pp;
   model_ = std::make_unique<MultimodalModel>(config.model, seed, plan_->stages[stage].layers);
+  const ModelConfig& m = config.model;
+  for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
+    if (!(c == spec.llm_chain() ? m.llm.weights : m.encoders[c].weights).empty()) LoadHfWeights(*model_, c);
+  }
   executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP),
                                                  runtime_.group(Axis::kCP));
   data_ = std::make_unique<SyntheticDataset>(config.model, config.data, seed);
@@ -116,6 +124,29 @@ void Trainer::Restore(const std::string& dir) {
   optimizer_->set_step_count(reader.optimizer_step());
   step_ = resumed_at_ = reader.step();
   if (runtime_.rank() == 0) spdlog::info("resumed from {} at step {}", dir, step_);
+}
+
+void Trainer::ExportHf() {
+  // One shard per pipeline stage, then the index that Hugging Face loaders read.
+  const std::string& dir = config_.checkpoint.export_hf;
+  const ParallelDims::Coord c = runtime_.coord();
+  const int stages = runtime_.dims().degree(Axis::kPP);
+  auto shard = [&](int s) { return fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, stages); };
+  if (runtime_.rank() == 0) std::filesystem::create_directories(dir);
+  runtime_.world().Barrier();
+  if (c.dp == 0 && c.cp == 0) ExportHfWeights(*model_, dir + "/" + shard(c.pp));
+  runtime_.world().Barrier();
+  if (runtime_.rank() == 0) {
+    nlohmann::json map = nlohmann::json::object();
+    for (int s = 0; s < stages; ++s) {
+      const SafetensorsFile file(dir + "/" + shard(s));
+      for (const auto& [name, e] : file.header().tensors) map[name] = shard(s);
+    }
+    WriteFileAtomically(dir + "/model.safetensors.index.json",
+                        nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", map}}.dump(1) + "\n");
+    spdlog::info("exported the model in Hugging Face layout to {}", dir);
+  }
+  runtime_.world().Barrier();
 }
 
 void Trainer::Save() {
@@ -196,6 +227,7 @@ std::vector<StepMetrics> Trainer::Run() {
     history.push_back(m);
     if (!ck.dir.empty() && ((ck.interval > 0 && m.step % ck.interval == 0) || m.step == config_.train.steps)) Save();
   }
+  if (!ck.export_hf.empty()) ExportHf();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (logs && !history.empty()) {
     spdlog::info("finished {} steps in {:.1f} s; loss {:.4f} -> {:.4f}", history.size(), seconds,

@@ -78,7 +78,7 @@ TEST_CASE("bad configs name the key, what was expected and what was found", "[co
       {{"train.stepz=3"}, "train.stepz: unknown key; did you mean 'steps'?"},
       {{"model.llm.foo=1"},
        "model.llm.foo: unknown key; expected one of: vocab_size, hidden_size, num_layers, num_heads, num_kv_heads, "
-       "intermediate_size, rope_theta, rms_norm_eps, frozen"},
+       "intermediate_size, rope_theta, rms_norm_eps, attention_bias, frozen, weights, weights_prefix"},
       {{"model.llm.vocab_size=abc"}, "model.llm.vocab_size: expected an integer, got 'abc'"},
       {{"model.llm.vocab_size=2.5"}, "model.llm.vocab_size: expected an integer, got '2.5'"},
       {{"optimizer.lr=fast"}, "optimizer.lr: expected a number, got 'fast'"},

@@ -37,6 +37,8 @@ struct EncoderConfig {
   int64_t num_mel_bins = 16;
   int64_t num_frames = 32;
   bool frozen = false;
+  std::string weights;
+  std::string weights_prefix;
   ProjectorConfig projector;
 
   template <class F>
@@ -55,6 +57,9 @@ struct EncoderConfig {
     f("num_frames", num_frames, "audio: input frames; even, since the second conv has stride 2.");
     f("frozen", frozen, "Freeze the encoder: no gradients, no optimizer state, and no autograd graph when nothing "
                         "before it trains.");
+    f("weights", weights, "Hugging Face weights to start from: a SigLIP vision tower (vision) or a Whisper encoder "
+                          "(audio); a .safetensors file or a directory as for model.llm.weights.");
+    f("weights_prefix", weights_prefix, "Prefix of the tower's tensor names in `weights` (e.g. 'vision_tower.').");
     f("projector", projector, "The projector that maps this encoder's features to the LLM's width.");
   }
 };
@@ -69,7 +74,10 @@ struct LlmConfig {
   int64_t intermediate_size = 352;
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-6;
+  bool attention_bias = false;
   bool frozen = false;
+  std::string weights;
+  std::string weights_prefix;
 
   template <class F>
   void Fields(F&& f) {
@@ -81,7 +89,12 @@ struct LlmConfig {
     f("intermediate_size", intermediate_size, "Hidden width of the SwiGLU MLP.");
     f("rope_theta", rope_theta, "RoPE base frequency.");
     f("rms_norm_eps", rms_norm_eps, "Epsilon of the RMSNorms.");
+    f("attention_bias", attention_bias, "Biases on the q/k/v projections (Qwen2: true; Llama: false).");
     f("frozen", frozen, "Freeze the LLM (embeddings, blocks, head).");
+    f("weights", weights, "Hugging Face Llama/Qwen2 weights to start from: a .safetensors file, or a directory with "
+                          "model.safetensors or a sharded model.safetensors.index.json; empty: random init.");
+    f("weights_prefix", weights_prefix, "Prefix of the LLM's tensor names in `weights` (e.g. 'language_model.' in "
+                                        "a LLaVA checkpoint).");
   }
 };
 
@@ -218,6 +231,7 @@ struct CheckpointConfig {
   int64_t interval = 0;
   int64_t keep_last = 2;
   std::string resume;
+  std::string export_hf;
 
   template <class F>
   void Fields(F&& f) {
@@ -226,6 +240,8 @@ struct CheckpointConfig {
     f("keep_last", keep_last, "Complete checkpoints to keep; older ones are deleted after a save.");
     f("resume", resume, "Resume from 'latest' (the newest complete checkpoint in dir) or a checkpoint directory; "
                         "empty starts fresh. The run continues bitwise identically on the same layout.");
+    f("export_hf", export_hf, "After the last step, write the model here in Hugging Face layout (safetensors "
+                              "shards and model.safetensors.index.json); empty: no export.");
   }
 };
 

@@ -44,6 +44,8 @@ class Trainer {
 
   // Collective: saves the current state to checkpoint.dir.
   void Save();
+  // Collective: writes the model to checkpoint.export_hf in Hugging Face layout (one shard per stage + index).
+  void ExportHf();
 
   // This process's share of the model: the layers of its pipeline stage.
   MultimodalModel& model() { return *model_; }
