@@ -330,6 +330,10 @@ void Validate(const Config& c) {
   RequirePositive("optimizer.eps", o.eps);
   Require(o.weight_decay >= 0, "optimizer.weight_decay", "must be >= 0", o.weight_decay);
 
+  Require(c.logging.trace_first_step >= 1 && c.logging.trace_last_step >= c.logging.trace_first_step,
+          "logging.trace_last_step", "must be >= trace_first_step=" + Str(c.logging.trace_first_step) + " >= 1",
+          c.logging.trace_last_step);
+
   const CheckpointConfig& k = c.checkpoint;
   Require(k.interval >= 0, "checkpoint.interval", "must be >= 0 (0 saves only at the end)", k.interval);
   RequirePositive("checkpoint.keep_last", k.keep_last);

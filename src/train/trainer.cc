@@ -166,6 +166,9 @@ StepMetrics Trainer::Step() {
 
   // Each dp rank takes a contiguous slice of the global batch. Losses are normalised by the labelled tokens of
   // the whole global batch, so summing gradients over microbatches and ranks gives the one-big-batch gradient.
+  const LoggingConfig& log = config_.logging;
+  const bool traced = !log.trace_path.empty() && m.step >= log.trace_first_step && m.step <= log.trace_last_step;
+  const double t0 = TraceRecorder::NowUs();
   Communicator& dp = runtime_.group(Axis::kDP);
   Communicator& cp = runtime_.group(Axis::kCP);
   const int64_t local = t.global_batch_size / dp.size();
@@ -187,11 +190,15 @@ StepMetrics Trainer::Step() {
   }
   const double targets = SumOver(dp, local_targets);
   m.tokens = static_cast<int64_t>(SumOver(dp, local_tokens));
+  const double t1 = TraceRecorder::NowUs();
   // Only the last stage of each pipeline computes losses; the others add zeros.
-  m.loss = SumOver(runtime_.world(), executor_->Step(micro, targets)) / targets;
+  const double stage_loss = executor_->Step(micro, targets);
+  const double t2 = TraceRecorder::NowUs();
+  m.loss = SumOver(runtime_.world(), stage_loss) / targets;
   // The cp ranks of a replica computed the gradients of different tokens: they add up like dp replicas.
   grad_sync_->AllReduceSum(dp);
   grad_sync_->AllReduceSum(cp);
+  const double t3 = TraceRecorder::NowUs();
 
   // Each parameter lives on one stage, and after the dp and cp sums every replica holds the same gradient: the
   // global norm adds the stages' squared norms once.
@@ -201,6 +208,12 @@ StepMetrics Trainer::Step() {
   if (factor < 1.0) ScaleGrads(params, factor);
   optimizer_->Step(m.lr);
   optimizer_->ZeroGrad();
+  if (traced) {
+    trace_.Phase(TracePhase::kData, m.step, t0, t1);
+    trace_.Actions(executor_->timings(), m.step, t1);
+    trace_.Phase(TracePhase::kGradSync, m.step, t2, t3);
+    trace_.Phase(TracePhase::kOptimizer, m.step, t3, TraceRecorder::NowUs());
+  }
 
   ++step_;
   m.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -228,6 +241,10 @@ std::vector<StepMetrics> Trainer::Run() {
     if (!ck.dir.empty() && ((ck.interval > 0 && m.step % ck.interval == 0) || m.step == config_.train.steps)) Save();
   }
   if (!ck.export_hf.empty()) ExportHf();
+  if (!config_.logging.trace_path.empty()) {
+    trace_.Write(runtime_, *plan_, config_.logging.trace_path);
+    if (logs) spdlog::info("wrote the execution trace to {}", config_.logging.trace_path);
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (logs && !history.empty()) {
     spdlog::info("finished {} steps in {:.1f} s; loss {:.4f} -> {:.4f}", history.size(), seconds,

@@ -215,6 +215,9 @@ struct LoggingConfig {
   int64_t interval = 10;
   std::string metrics_path = "runs/metrics.jsonl";
   double peak_tflops = 0.0;
+  std::string trace_path;
+  int64_t trace_first_step = 2;
+  int64_t trace_last_step = 3;
 
   template <class F>
   void Fields(F&& f) {
@@ -223,6 +226,11 @@ struct LoggingConfig {
     f("metrics_path", metrics_path, "JSONL file with one object per step; empty disables it.");
     f("peak_tflops", peak_tflops, "Peak TFLOP/s of one rank for MFU (e.g. 989 for H100 bf16, 312 for A100 bf16); "
                                   "0 measures this CPU's fp32 GEMM rate at start-up.");
+    f("trace_path", trace_path, "Chrome-trace/Perfetto JSON of the measured execution of every rank, written by "
+                                "rank 0 at the end (with an SVG of the measured vs planned pipeline next to it); "
+                                "empty disables tracing.");
+    f("trace_first_step", trace_first_step, "First step to trace (the first one includes warm-up effects).");
+    f("trace_last_step", trace_last_step, "Last step to trace.");
   }
 };
 

@@ -11,6 +11,7 @@
 #include "cornstarch/config/config.h"
 #include "cornstarch/train/checkpoint.h"
 #include "cornstarch/train/metrics.h"
+#include "cornstarch/train/trace.h"
 
 namespace cornstarch {
 
@@ -71,7 +72,8 @@ class Trainer {
   std::unique_ptr<GradSync> grad_sync_;
   double peak_flops_ = 0;  // of one rank, for MFU
   int64_t step_ = 0;
-  int64_t resumed_at_ = 0;  // the checkpoint's step, when resumed
+  int64_t resumed_at_ = 0;
+  TraceRecorder trace_;  // the checkpoint's step, when resumed
 };
 
 }  // namespace cornstarch
