@@ -2,7 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <cmath>
@@ -226,6 +229,8 @@ StepMetrics Trainer::Step() {
 std::vector<StepMetrics> Trainer::Run() {
   const bool logs = runtime_.rank() == 0;
   MetricsWriter writer(logs ? config_.logging.metrics_path : "", resumed_at_);
+  // On a terminal, a progress line that the step lines scroll above; Slurm logs get the plain lines only.
+  const bool bar = logs && isatty(STDERR_FILENO) && spdlog::get_level() <= spdlog::level::info;
   const CheckpointConfig& ck = config_.checkpoint;
   std::vector<StepMetrics> history;
   const auto start = std::chrono::steady_clock::now();
@@ -233,7 +238,15 @@ std::vector<StepMetrics> Trainer::Run() {
     const StepMetrics m = Step();
     writer.Write(m);
     if (logs && (m.step == 1 || m.step % config_.logging.interval == 0 || m.step == config_.train.steps)) {
+      if (bar) std::fprintf(stderr, "\r\033[K");
       spdlog::info(FormatStepLine(m, config_.train.steps));
+    }
+    if (bar) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "\r%s", FormatProgress(m.step - resumed_at_, config_.train.steps - resumed_at_, elapsed,
+                                                   m.loss).c_str());
+      if (m.step == config_.train.steps) std::fprintf(stderr, "\r\033[K");
+      std::fflush(stderr);
     }
     if (!std::isfinite(m.loss)) throw Error("training diverged: loss is " + std::to_string(m.loss) + " at step " +
                                             std::to_string(m.step) + "; lower optimizer.lr");

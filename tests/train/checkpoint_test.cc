@@ -11,6 +11,7 @@
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/adamw.h"
 #include "cornstarch/train/checkpoint.h"
+#include "cornstarch/train/metrics.h"
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/util/check.h"
 
@@ -147,4 +148,41 @@ TEST_CASE("partial, corrupt and mismatched checkpoints are refused with the file
         "checkpoint.resume: 'latest' needs checkpoint.dir to look in, got 'latest'");
   CHECK_THAT(ErrorOf([&] { Trainer t(MakeConfig(FreshDir("empty"), {"checkpoint.resume=latest"})); }),
              Contains("holds no complete checkpoint"));
+}
+
+TEST_CASE("metrics: CSV with a header; a resumed run keeps the records up to its checkpoint", "[metrics]") {
+  const std::string dir = FreshDir("metrics");
+  fs::create_directories(dir);
+  for (const std::string name : {"m.csv", "m.jsonl"}) {
+    const std::string path = dir + "/" + name;
+    {
+      MetricsWriter w(path);
+      for (int64_t s = 1; s <= 5; ++s) w.Write(StepMetrics{s, 1.0 / static_cast<double>(s)});
+    }
+    {
+      MetricsWriter w(path, 3);  // resumed from step 3: steps 4 and 5 are written again
+      for (int64_t s = 4; s <= 6; ++s) w.Write(StepMetrics{s, 2.0});
+    }
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    INFO(name);
+    const bool csv = name == "m.csv";
+    REQUIRE(lines.size() == (csv ? 7u : 6u));
+    if (csv) {
+      CHECK(lines[0].rfind("step,loss,lr,grad_norm,", 0) == 0);
+      CHECK(lines[1].rfind("1,1,", 0) == 0);
+      CHECK(lines[3].rfind("3,0.33333333333333331,", 0) == 0);  // full precision
+      CHECK(lines[4].rfind("4,2,", 0) == 0);
+    } else {
+      CHECK_THAT(lines[2], Contains("\"step\":3"));
+      CHECK_THAT(lines[3], Contains("\"loss\":2.0"));
+    }
+  }
+}
+
+TEST_CASE("the progress line shows the bar, the count, the percentage and the ETA", "[metrics]") {
+  CHECK(FormatProgress(30, 120, 15.0, 1.5, 10) == "[==>       ]  30/120  25% | loss 1.5000 | ETA 0:45");
+  CHECK(FormatProgress(120, 120, 60.0, 0.25, 4) == "[====] 120/120 100% | loss 0.2500 | ETA 0:00");
+  CHECK(FormatProgress(1, 3, 100.0, 2.0, 3) == "[=> ] 1/3  33% | loss 2.0000 | ETA 3:20");
 }

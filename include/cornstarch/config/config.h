@@ -223,7 +223,8 @@ struct LoggingConfig {
   void Fields(F&& f) {
     f("level", level, "Log level: trace, debug, info, warn or error.");
     f("interval", interval, "Print the per-step line every this many steps (and at the first and last step).");
-    f("metrics_path", metrics_path, "JSONL file with one object per step; empty disables it.");
+    f("metrics_path", metrics_path, "Metrics file, one record per step: JSONL, or CSV with a header row when the "
+                                    "name ends in .csv; empty disables it.");
     f("peak_tflops", peak_tflops, "Peak TFLOP/s of one rank for MFU (e.g. 989 for H100 bf16, 312 for A100 bf16); "
                                   "0 measures this CPU's fp32 GEMM rate at start-up.");
     f("trace_path", trace_path, "Chrome-trace/Perfetto JSON of the measured execution of every rank, written by "

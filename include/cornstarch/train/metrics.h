@@ -1,5 +1,5 @@
-// Per-step training metrics: the record, the rank-0 log line, and a JSONL writer (one JSON object per line,
-// flushed each step so a crashed run keeps what it logged).
+// Per-step training metrics: the record, the rank-0 log line and progress bar, and a writer of JSONL (one JSON
+// object per line) or CSV (by the file's extension), flushed each step so a crashed run keeps what it logged.
 #pragma once
 
 #include <cstdint>
@@ -23,18 +23,23 @@ struct StepMetrics {
 
 std::string FormatStepLine(const StepMetrics& m, int64_t total_steps);
 
+// "[=========>          ]  120/300  40% | loss 1.2345 | ETA 1:05" after `elapsed` seconds of training.
+std::string FormatProgress(int64_t step, int64_t total_steps, double elapsed_seconds, double loss, int width = 30);
+
 // This process's peak resident memory in MiB (VmHWM; 0 where /proc is unavailable).
 double PeakResidentMiB();
 
 class MetricsWriter {
  public:
-  // Creates the parent directory; an empty path writes nothing. Throws Error naming the path if it cannot open.
+  // Creates the parent directory; an empty path writes nothing; a path ending in ".csv" writes CSV with a header
+  // row, anything else JSONL. Throws Error naming the path if it cannot open.
   // `resumed_at` > 0: a run resumed from that step keeps the file's records up to it and continues after them.
   explicit MetricsWriter(const std::string& path, int64_t resumed_at = 0);
   void Write(const StepMetrics& m);
 
  private:
   std::ofstream out_;
+  bool csv_ = false;
 };
 
 }  // namespace cornstarch
