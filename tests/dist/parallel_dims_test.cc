@@ -5,21 +5,10 @@
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/parallel_dims.h"
 #include "cornstarch/util/check.h"
+#include "tests/error_of.h"
 
 using namespace cornstarch;
-
-namespace {
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-}  // namespace
+using cornstarch::testing::ErrorOf;
 
 TEST_CASE("rank <-> coordinate mapping is a bijection with tp and cp innermost", "[dims]") {
   for (int pp : {1, 2, 3, 4}) {

@@ -16,8 +16,10 @@
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/util/check.h"
+#include "tests/error_of.h"
 
 using namespace cornstarch;
+using cornstarch::testing::ErrorOf;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
@@ -56,15 +58,6 @@ std::map<std::string, torch::Tensor> ReadAll(const std::string& path) {
 void Write(const std::string& path, const std::map<std::string, torch::Tensor>& tensors) {
   std::vector<std::pair<std::string, at::Tensor>> list(tensors.begin(), tensors.end());
   WriteSafetensors(path, list);
-}
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 }  // namespace

@@ -14,8 +14,10 @@
 #include "cornstarch/train/metrics.h"
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/util/check.h"
+#include "tests/error_of.h"
 
 using namespace cornstarch;
+using cornstarch::testing::ErrorOf;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
@@ -35,15 +37,6 @@ Config MakeConfig(const std::string& dir, std::vector<std::string> more = {}) {
                                 "model.encoders.audio.frozen=true"};
   o.insert(o.end(), more.begin(), more.end());
   return LoadConfig("configs/tiny.yaml", o);
-}
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 }  // namespace
