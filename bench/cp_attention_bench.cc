@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   }
   for (const std::string& name : bench::MllmLayoutNames()) {
     for (int64_t n : sizes) {
-      const bool isolate = name == "interleaved" && n / 1024 <= kMaxModalities;
+      const bool isolate = name == "interleaved" && n / 1024 < kMaxGroups;
       const std::vector<int64_t> w = BuildMaskWords(bench::MllmLayout(name, n), 2, isolate);
       const torch::Tensor words = torch::tensor(w).reshape({1, n});
       torch::manual_seed(0);

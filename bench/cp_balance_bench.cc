@@ -20,7 +20,7 @@ int main() {
     for (int64_t n : {8192, 16384, 32768, 65536}) {
       // Interleaved images are isolated from each other while they fit the 61 instance bits.
       const std::vector<MaskSpan> spans = bench::MllmLayout(layout, n);
-      const bool isolate = layout == "interleaved" && n / 1024 <= kMaxModalities;
+      const bool isolate = layout == "interleaved" && n / 1024 < kMaxGroups;
       const std::vector<int64_t> words = BuildMaskWords(spans, 2, isolate);
       for (int cp : {2, 4, 8}) {
         const auto start = std::chrono::steady_clock::now();

@@ -13,6 +13,8 @@ PACKAGES=(
   libyaml-cpp-dev
   libspdlog-dev libfmt-dev
   nlohmann-json3-dev
+  sentencepiece          # spm_train/spm_encode: tokenizers for generated datasets, reference for the tests
+  libjpeg62-turbo-dev libpng-dev libsndfile1-dev  # image and audio decoding
   catch2
 )
 

@@ -17,12 +17,12 @@ torch::Tensor DenseMaskFromWords(const torch::Tensor& words) {
   const torch::Tensor idx = torch::arange(s, words.options());
   const torch::Tensor causal = idx.unsqueeze(1) >= idx.unsqueeze(0);  // j <= i
   const torch::Tensor text = wi.bitwise_and(kTextBit).ne(0);
-  const torch::Tensor shared = wi.bitwise_and(wj).bitwise_and(kAttendMask).ne(0);
-  const torch::Tensor mi = wi.bitwise_and(kModalityMask);
-  const torch::Tensor same_modality = mi.ne(0).logical_and(mi.eq(wj.bitwise_and(kModalityMask)))
-                                          .logical_and(wj.bitwise_and(kTextBit).eq(0));
+  const torch::Tensor shared = wi.bitwise_and(wj).bitwise_and(kGroupMask).ne(0);
+  const torch::Tensor gi = wi.bitwise_and(kGroupMask);
+  const torch::Tensor same_group = gi.ne(0).logical_and(gi.eq(wj.bitwise_and(kGroupMask)))
+                                       .logical_and(wj.bitwise_and(kTextBit).eq(0));
   const torch::Tensor allowed =
-      torch::where(text, causal.unsqueeze(0).logical_and(shared), same_modality);
+      torch::where(text, causal.unsqueeze(0).logical_and(shared), same_group);
   return allowed.unsqueeze(1);
 }
 

@@ -31,7 +31,7 @@ TileMask::TileMask(const int64_t* words, int64_t n, int64_t tile_q, int64_t tile
     partners.clear();
     for (size_t v = 0; v < u_count; ++v) {
       // Text rows: the bit test; modality rows: the rule does not depend on positions.
-      if (text ? (wi & distinct[v] & kAttendMask) != 0 : MaskAllows(wi, distinct[v], 0, 0)) partners.push_back(v);
+      if (text ? (wi & distinct[v] & kGroupMask) != 0 : MaskAllows(wi, distinct[v], 0, 0)) partners.push_back(v);
     }
     if (partners.empty()) continue;
     int64_t* row = &counts_[(i / tq_) * nk_];

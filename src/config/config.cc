@@ -85,6 +85,16 @@ void Read(const YAML::Node& node, const std::string& path, int64_t& value) {
 
 void Read(const YAML::Node& node, const std::string& path, double& value) { ReadNumber(node, path, value, "a number"); }
 
+void Read(const YAML::Node& node, const std::string& path, std::vector<double>& value) {
+  value.clear();
+  if (node.IsNull()) return;
+  if (!node.IsSequence()) throw Error(path + ": expected a list of numbers, got " + Describe(node));
+  for (size_t i = 0; i < node.size(); ++i) {
+    value.emplace_back();
+    Read(node[i], path + "[" + std::to_string(i) + "]", value.back());
+  }
+}
+
 void Read(const YAML::Node& node, const std::string& path, std::vector<EncoderConfig>& value);
 
 template <class T>
@@ -159,6 +169,11 @@ void Write(YAML::Emitter& out, double v) {
   if (text.find_first_of(".en") == std::string::npos) text += ".0";
   out << text;
 }
+void Write(YAML::Emitter& out, const std::vector<double>& v) {
+  out << YAML::Flow << YAML::BeginSeq;
+  for (double x : v) Write(out, x);
+  out << YAML::EndSeq;
+}
 void Write(YAML::Emitter& out, const std::vector<EncoderConfig>& v);
 
 template <class T>
@@ -202,6 +217,11 @@ void DocumentField(std::vector<DocRow>& rows, const std::string& path, double& v
 }
 void DocumentField(std::vector<DocRow>& rows, const std::string& path, std::string& v, const char* doc) {
   rows.push_back({path, "string", "\"" + v + "\"", doc});
+}
+void DocumentField(std::vector<DocRow>& rows, const std::string& path, std::vector<double>& v, const char* doc) {
+  YAML::Emitter out;
+  Write(out, v);
+  rows.push_back({path, "list of float", out.c_str(), doc});
 }
 void DocumentField(std::vector<DocRow>& rows, const std::string& path, std::vector<EncoderConfig>&, const char* doc) {
   rows.push_back({path, "map: name -> encoder", "{}", doc});
@@ -341,25 +361,49 @@ void Validate(const Config& c) {
           "'latest' needs checkpoint.dir to look in", k.resume);
 
   const DataConfig& d = c.data;
-  RequireOneOf("data.type", d.type, {"synthetic"});
+  RequireOneOf("data.type", d.type, {"synthetic", "llava"});
   RequirePositive("data.seq_len", d.seq_len);
-  Require(d.num_classes >= 2, "data.num_classes", "must be at least 2", d.num_classes);
-  Require(d.noise_std >= 0, "data.noise_std", "must be >= 0", d.noise_std);
-  Require(d.min_prompt_tokens >= 0, "data.min_prompt_tokens", "must be >= 0", d.min_prompt_tokens);
-  Require(d.max_prompt_tokens >= d.min_prompt_tokens, "data.max_prompt_tokens",
-          "must be >= min_prompt_tokens=" + Str(d.min_prompt_tokens), d.max_prompt_tokens);
-  Require(!c.model.encoders.empty(), "model.encoders", "the synthetic data needs at least one encoder",
-          std::string("none"));
-  const SyntheticLayout layout = MakeSyntheticLayout(c.model, d);
-  Require(llm.vocab_size >= layout.MinVocab(), "model.llm.vocab_size",
-          "must be at least " + Str(layout.MinVocab()) + " for the synthetic data (" +
-              Str(c.model.encoders.size()) + " encoders x " + Str(d.num_classes) + " classes + special and " +
-              Str(SyntheticLayout::kMinPromptVocab) + " prompt tokens)",
-          llm.vocab_size);
-  Require(d.seq_len >= layout.max_length, "data.seq_len",
-          "must hold the longest synthetic sample of " + Str(layout.max_length) + " tokens (" +
-              Str(layout.modality_tokens) + " of them modality tokens)",
-          d.seq_len);
+  Require(d.prefetch >= 0, "data.prefetch", "must be >= 0", d.prefetch);
+  if (d.type == "synthetic") {
+    Require(d.num_classes >= 2, "data.num_classes", "must be at least 2", d.num_classes);
+    Require(d.noise_std >= 0, "data.noise_std", "must be >= 0", d.noise_std);
+    Require(d.min_prompt_tokens >= 0, "data.min_prompt_tokens", "must be >= 0", d.min_prompt_tokens);
+    Require(d.max_prompt_tokens >= d.min_prompt_tokens, "data.max_prompt_tokens",
+            "must be >= min_prompt_tokens=" + Str(d.min_prompt_tokens), d.max_prompt_tokens);
+    Require(!c.model.encoders.empty(), "model.encoders", "the synthetic data needs at least one encoder",
+            std::string("none"));
+    const SyntheticLayout layout = MakeSyntheticLayout(c.model, d);
+    Require(llm.vocab_size >= layout.MinVocab(), "model.llm.vocab_size",
+            "must be at least " + Str(layout.MinVocab()) + " for the synthetic data (" +
+                Str(c.model.encoders.size()) + " encoders x " + Str(d.num_classes) + " classes + special and " +
+                Str(SyntheticLayout::kMinPromptVocab) + " prompt tokens)",
+            llm.vocab_size);
+    Require(d.seq_len >= layout.max_length, "data.seq_len",
+            "must hold the longest synthetic sample of " + Str(layout.max_length) + " tokens (" +
+                Str(layout.modality_tokens) + " of them modality tokens)",
+            d.seq_len);
+  } else {
+    Require(!d.path.empty(), "data.path", "llava data needs a .json or .jsonl file", d.path);
+    Require(!d.tokenizer.empty(), "data.tokenizer", "llava data needs a sentencepiece model file", d.tokenizer);
+    RequireOneOf("data.image_preset", d.image_preset, {"clip", "siglip"});
+    RequireOneOf("data.on_bad_sample", d.on_bad_sample, {"error", "skip"});
+    Require(d.image_mean.empty() || d.image_mean.size() == 3, "data.image_mean", "must be empty or [r, g, b]",
+            d.image_mean.size());
+    Require(d.image_std.empty() || d.image_std.size() == 3, "data.image_std", "must be empty or [r, g, b]",
+            d.image_std.size());
+    for (size_t i = 0; i < d.image_std.size(); ++i) RequirePositive("data.image_std[" + Str(i) + "]", d.image_std[i]);
+    Require(!d.image_token.empty() && d.image_token != d.audio_token, "data.image_token",
+            "must be non-empty and differ from data.audio_token", d.image_token);
+    Require(!d.audio_token.empty(), "data.audio_token", "must be non-empty", d.audio_token);
+    int vision = 0, audio = 0;
+    for (const EncoderConfig& e : c.model.encoders) {
+      const std::string at = "model.encoders." + e.name;
+      Require((e.type == "vision" ? ++vision : ++audio) == 1, at, "llava data feeds one encoder per modality; a "
+              "second " + e.type + " encoder would have no images of its own", e.type);
+      Require(e.type != "vision" || e.num_channels == 3, at + ".num_channels", "must be 3 (RGB) for llava data",
+              e.num_channels);
+    }
+  }
 
   RequireOneOf("logging.level", c.logging.level, {"trace", "debug", "info", "warn", "error"});
   RequirePositive("logging.interval", c.logging.interval);

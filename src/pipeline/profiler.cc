@@ -12,7 +12,13 @@ namespace cornstarch {
 
 std::vector<double> ProfileForwardSeconds(const Config& config, int repeats) {
   const auto seed = static_cast<uint64_t>(config.train.seed);
-  const SyntheticDataset data(config.model, config.data, seed);
+  // Only the shapes matter: synthetic samples of the configured length stand in for any dataset.
+  DataConfig shapes = config.data;
+  shapes.type = "synthetic";
+  shapes.num_classes = 2;
+  shapes.min_prompt_tokens = shapes.max_prompt_tokens = 0;
+  shapes.seq_len = std::max(shapes.seq_len, MakeSyntheticLayout(config.model, shapes).max_length);
+  const SyntheticDataset data(config.model, shapes, seed);
   const Batch batch = data.Get(0, config.train.micro_batch_size);
   const MultimodalModel tables(config.model, seed, {});  // no layers: only for the RoPE tables
   const ModelSpec& spec = tables.spec();

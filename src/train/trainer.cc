@@ -11,7 +11,8 @@
 #include <cmath>
 
 #include "cornstarch/attention/tile_mask.h"
-#include "cornstarch/data/synthetic_dataset.h"
+#include "cornstarch/data/dataset.h"
+#include "cornstarch/data/loader.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/io/hf_weights.h"
 #include "cornstarch/io/safetensors.h"
@@ -79,11 +80,24 @@ void Trainer::Init() {
   }
   executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP),
                                                  runtime_.group(Axis::kCP));
-  data_ = std::make_unique<SyntheticDataset>(config.model, config.data, seed);
+  data_ = MakeDataset(config, seed);
   optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), config.optimizer);
   grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), kBucketBytes);
   const std::string resume = ResolveResume(config.checkpoint);
   if (!resume.empty()) Restore(resume);
+  // Request i is microbatch i % per_step of step step_ + i / per_step of this dp rank's slice.
+  const TrainConfig& t = config.train;
+  const int64_t local = t.global_batch_size / runtime_.group(Axis::kDP).size();
+  const int64_t per_step = local / t.micro_batch_size, first_step = step_;
+  const int64_t offset = runtime_.group(Axis::kDP).rank() * local;
+  loader_ = std::make_unique<BatchLoader>(
+      *data_,
+      [=](int64_t i) {
+        return BatchLoader::Slice{(first_step + i / per_step) * t.global_batch_size + offset +
+                                      (i % per_step) * t.micro_batch_size,
+                                  t.micro_batch_size};
+      },
+      config.data.prefetch);
   peak_flops_ = config.logging.peak_tflops > 0 ? config.logging.peak_tflops * 1e12 : MeasureGemmFlops();
 }
 
@@ -177,9 +191,8 @@ StepMetrics Trainer::Step() {
   const int64_t local = t.global_batch_size / dp.size();
   std::vector<Batch> micro;
   double local_targets = 0, local_tokens = 0, local_flops = 0;
-  for (int64_t first = step_ * t.global_batch_size + dp.rank() * local, end = first + local; first < end;
-       first += t.micro_batch_size) {
-    Batch batch = data_->Get(first, t.micro_batch_size);
+  for (int64_t j = 0; j < local / t.micro_batch_size; ++j) {
+    Batch batch = loader_->Next();  // microbatch j of this rank's slice, prepared in the background
     local_targets += batch.labels.ne(-100).sum().item<double>();
     local_tokens += batch.mask_words.ne(0).sum().item<double>();
     local_flops += BatchFlops(batch);

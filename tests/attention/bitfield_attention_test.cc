@@ -81,7 +81,11 @@ TEST_CASE("bitfield attention matches the dense float64 reference, forward and b
     const int64_t batch = 2;
     std::vector<torch::Tensor> word_rows, masks;
     for (int64_t b = 0; b < batch; ++b) {
-      const auto words = BuildMaskWords(RandomSpans(rng, c.n, c.modalities, b == 1), c.modalities, c.isolate);
+      // The second row packs two documents (the second padded at its end).
+      const int64_t first = b == 1 && c.n > 8 ? c.n / 3 : c.n;
+      std::vector<std::vector<MaskSpan>> docs = {RandomSpans(rng, first, c.modalities, false)};
+      if (first < c.n) docs.push_back(RandomSpans(rng, c.n - first, c.modalities, true));
+      const auto words = BuildPackedMaskWords(docs, c.modalities, c.isolate);
       word_rows.push_back(torch::tensor(words));
       masks.push_back(DenseMask(words));
     }
@@ -163,8 +167,11 @@ TEST_CASE("instance isolation keeps two images apart while text sees both", "[at
   CHECK(MaskAllows(isolated[8], isolated[5], 8, 5));
   CHECK_FALSE(MaskAllows(isolated[2], isolated[8], 2, 8));
   CHECK_FALSE(MaskAllows(isolated[1], isolated[2], 1, 2));  // causal: text before an image does not see it
-  std::vector<MaskSpan> many(62, MaskSpan{0, 1});
-  CHECK_THROWS_WITH(BuildMaskWords(many, 1, true), Catch::Contains("more than 61 isolated modality instances"));
+  std::vector<MaskSpan> many(61, MaskSpan{0, 1});  // 61 instances + the document's bit
+  CHECK_THROWS_WITH(BuildMaskWords(many, 1, true), Catch::Contains("more than 61 attention groups"));
+  many.pop_back();
+  CHECK(MaskGroupsNeeded(many, true) == 61);
+  CHECK(BuildMaskWords(many, 1, true).size() == 60);
   CHECK_THROWS_WITH(BuildMaskWords({{3, 1}}, 2), Catch::Contains("span 0 has modality 3, expected 0..1"));
 }
 

@@ -114,7 +114,11 @@ TEST_CASE("bad configs name the key, what was expected and what was found", "[co
        "model.llm.vocab_size: must be at least 38 for the synthetic data (2 encoders x 8 classes + special and 8 "
        "prompt tokens), got 20"},
       {{"data.min_prompt_tokens=9"}, "data.max_prompt_tokens: must be >= min_prompt_tokens=9, got 8"},
-      {{"data.type=llava"}, "data.type: must be one of 'synthetic', got 'llava'"},
+      {{"data.type=webdataset"}, "data.type: must be one of 'synthetic', 'llava', got 'webdataset'"},
+      {{"data.type=llava"}, "data.path: llava data needs a .json or .jsonl file, got ''"},
+      {{"data.image_mean=0.5"}, "data.image_mean: expected a list of numbers, got '0.5'"},
+      {{"data.image_std=[1, x, 1]"}, "data.image_std[1]: expected a number, got 'x'"},
+      {{"data.prefetch=-1"}, "data.prefetch: must be >= 0, got -1"},
       {{"logging.level=verbose"},
        "logging.level: must be one of 'trace', 'debug', 'info', 'warn', 'error', got 'verbose'"},
       {{"train.steps"}, "--set: expected key.path=value, got 'train.steps'"},

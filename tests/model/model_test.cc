@@ -170,6 +170,44 @@ TEST_CASE("the dense mask from bitfield words equals the predicate pair by pair"
   }
 }
 
+TEST_CASE("documents packed into one sequence never see each other", "[model][mask]") {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 30; ++trial) {
+    const int modalities = 1 + static_cast<int>(rng() % 3);
+    const bool isolate = trial % 2 == 1;
+    std::vector<std::vector<MaskSpan>> docs(1 + rng() % 4);
+    std::vector<int> kind, doc, span;  // per token
+    int span_id = 0;
+    for (size_t d = 0; d < docs.size(); ++d) {
+      for (int s = 0, n = 1 + static_cast<int>(rng() % 5); s < n; ++s, ++span_id) {
+        const int k = static_cast<int>(rng() % (modalities + 2)) - 2;
+        const int64_t len = 1 + static_cast<int64_t>(rng() % 4);
+        docs[d].push_back({k, len});
+        kind.insert(kind.end(), len, k);
+        doc.insert(doc.end(), len, static_cast<int>(d));
+        span.insert(span.end(), len, span_id);
+      }
+    }
+    const std::vector<int64_t> words = BuildPackedMaskWords(docs, modalities, isolate);
+    const int n = static_cast<int>(words.size());
+    REQUIRE(n == static_cast<int>(kind.size()));
+    const torch::Tensor mask = DenseMaskFromWords(torch::tensor(words).view({1, n}));
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        bool expected = doc[i] == doc[j] && kind[j] != kPadToken;
+        if (kind[i] == kTextToken) {
+          expected = expected && j <= i;
+        } else {
+          expected = expected && kind[i] >= 0 && kind[j] == kind[i] && (!isolate || span[i] == span[j]);
+        }
+        INFO("trial " << trial << " i=" << i << " j=" << j);
+        CHECK(MaskAllows(words[i], words[j], i, j) == expected);
+        CHECK(mask[0][0][i][j].item<bool>() == expected);
+      }
+    }
+  }
+}
+
 TEST_CASE("dense attention gives zeros, not NaN, for padding rows", "[model][mask]") {
   const std::vector<int64_t> words = BuildMaskWords({{kTextToken, 1}, {0, 2}, {kTextToken, 1}, {kPadToken, 1}}, 1);
   const torch::Tensor mask = DenseMaskFromWords(torch::tensor(words).view({1, 5}));

@@ -2,7 +2,8 @@
 // pp = dp = cp = 1 reference of the same seed in-process, then compares its own stage. Layouts per world size:
 // encoders on stages of their own (one encoder, two in parallel), the colocated baseline, uniform counts,
 // pp x dp, cp with each split, cp x pp and cp x dp; with frozen encoders, a frozen LLM and everything trainable.
-// Tolerance: 1e-5 relative on every step's loss (only the order of floating-point sums differs: the stages'
+// The real-data config (packed LLaVA-style conversations with images and audio, some sequences without any) runs
+// as pp = 2, cp = 2 and pp x cp on a dataset each rank generates for itself. Tolerance: 1e-5 relative on every step's loss (only the order of floating-point sums differs: the stages'
 // squared gradient norms are added across ranks); weights 1e-4 as in the dp parity test.
 #include <torch/torch.h>
 
@@ -10,6 +11,7 @@
 #include <map>
 
 #include "cornstarch/config/config.h"
+#include "cornstarch/data/demo_dataset.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/trainer.h"
@@ -24,14 +26,16 @@ struct Variant {
 };
 
 std::vector<Variant> VariantsFor(int world) {
-  const std::string tiny = "configs/tiny.yaml", llava = "configs/tiny-llava.yaml";
+  const std::string tiny = "configs/tiny.yaml", llava = "configs/tiny-llava.yaml", real = "configs/tiny-llava-data.yaml";
   switch (world) {
     case 2:
       return {{llava, {"parallel.pp=2"}},
               {llava, {"parallel.pp=2", "model.llm.frozen=true", "model.encoders.vision.frozen=false"}},
               {tiny, {"parallel.pp=2", "parallel.pipeline=colocated", "model.encoders.audio.frozen=true"}},
               {tiny, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=32", "model.encoders.vision.frozen=true"}},
-              {llava, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=16", "parallel.cp_split=zigzag"}}};
+              {llava, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=16", "parallel.cp_split=zigzag"}},
+              {real, {"parallel.pp=2", "model.encoders.vision.frozen=true"}},
+              {real, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=32"}}};
     case 3:
       return {{tiny, {"parallel.pp=3"}},
               {tiny, {"parallel.pp=3", "model.encoders.vision.frozen=true", "model.encoders.audio.frozen=true",
@@ -44,6 +48,7 @@ std::vector<Variant> VariantsFor(int world) {
               {llava, {"parallel.pp=2", "parallel.dp=2"}},
               {tiny, {"parallel.pp=1", "parallel.cp=4", "parallel.cp_block=16", "parallel.cp_split=contiguous"}},
               {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32"}},
+              {real, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=16", "parallel.cp_split=zigzag"}},
               {tiny, {"parallel.pp=1", "parallel.cp=2", "parallel.dp=2", "parallel.cp_block=32",
                       "model.llm.frozen=true"}}};
     default:
@@ -62,6 +67,15 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
                                           "train.global_batch_size=8", "train.num_threads=1",
                                           "logging.metrics_path=", "logging.level=warn",
                                           "parallel.timeout_seconds=120"};
+    if (v.config == "configs/tiny-llava-data.yaml") {
+      static const std::string dir = [&] {
+        const std::string d = std::string(std::getenv("TEST_TMPDIR")) + "/demo-r" + std::to_string(env.rank);
+        WriteDemoDataset(d, {});
+        return d;
+      }();
+      overrides.insert(overrides.end(), {"data.path=" + dir + "/train.jsonl", "data.tokenizer=" + dir +
+                                         "/tokenizer.model"});
+    }
     overrides.insert(overrides.end(), v.overrides.begin(), v.overrides.end());
     const Config cfg = LoadConfig(v.config, overrides);
     std::string label = v.config;

@@ -196,10 +196,23 @@ struct DataConfig {
   int64_t min_prompt_tokens = 1;
   int64_t max_prompt_tokens = 8;
   bool zero_modality_inputs = false;
+  std::string path;
+  std::string media_dir;
+  std::string tokenizer;
+  std::string image_token = "<image>";
+  std::string audio_token = "<audio>";
+  std::string image_preset = "clip";
+  std::vector<double> image_mean;
+  std::vector<double> image_std;
+  bool pack = true;
+  bool shuffle = true;
+  std::string on_bad_sample = "error";
+  int64_t prefetch = 4;
 
   template <class F>
   void Fields(F&& f) {
-    f("type", type, "Dataset: 'synthetic'.");
+    f("type", type, "Dataset: 'synthetic' (generated, for tests and benchmarks) or 'llava' (conversations with "
+                    "images and audio from a JSON/JSONL file).");
     f("seq_len", seq_len, "Tokens per sequence, modality placeholders included; shorter samples are padded.");
     f("num_classes", num_classes, "synthetic: classes per modality; each encoder input is a noisy class prototype.");
     f("noise_std", noise_std, "synthetic: standard deviation of the noise around the class prototype.");
@@ -207,6 +220,29 @@ struct DataConfig {
     f("max_prompt_tokens", max_prompt_tokens, "synthetic: most random prompt tokens before the modalities.");
     f("zero_modality_inputs", zero_modality_inputs,
       "synthetic: feed zeros instead of the images/audio (an ablation: the loss must then stay high).");
+    f("path", path, "llava: a .json file holding an array of samples or a .jsonl file with one per line; each "
+                    "{\"id\", \"image\": path or [paths], \"audio\": path or [paths], \"conversations\": "
+                    "[{\"from\": \"human\"|\"gpt\"|\"system\", \"value\": text}]}.");
+    f("media_dir", media_dir, "llava: directory that relative image and audio paths start from; empty: the "
+                              "directory of `path`.");
+    f("tokenizer", tokenizer, "llava: sentencepiece model file (tokenizer.model of Llama-style checkpoints).");
+    f("image_token", image_token, "llava: placeholder in the text where an image goes; replaced by the vision "
+                                  "encoder's token count of placeholder ids. An image with no placeholder in the "
+                                  "text goes before the first human turn.");
+    f("audio_token", audio_token, "llava: placeholder for an audio clip, as image_token.");
+    f("image_preset", image_preset, "llava: image preprocessing: 'clip' (bicubic resize of the short side, centre "
+                                    "crop, CLIP mean/std) or 'siglip' (bicubic resize to the square, mean = std = "
+                                    "0.5).");
+    f("image_mean", image_mean, "llava: per-channel mean [r, g, b] after rescaling to [0, 1]; empty: the preset's.");
+    f("image_std", image_std, "llava: per-channel standard deviation [r, g, b]; empty: the preset's.");
+    f("pack", pack, "llava: pack several samples into each sequence (their tokens never attend to each other and "
+                    "positions restart per sample); false: one sample per sequence.");
+    f("shuffle", shuffle, "llava: shuffle the samples every epoch (from train.seed and the epoch number).");
+    f("on_bad_sample", on_bad_sample, "llava: a sample with a missing or undecodable file, placeholders that do "
+                                      "not match its media, or more tokens than seq_len: 'error' stops with the "
+                                      "file and sample index, 'skip' leaves it out and counts it in the log.");
+    f("prefetch", prefetch, "Microbatches prepared ahead on a background thread (decoding, preprocessing); 0 "
+                            "prepares each one when the step needs it.");
   }
 };
 

@@ -12,16 +12,17 @@
 
 #include "cornstarch/config/config.h"
 #include "cornstarch/data/batch.h"
+#include "cornstarch/data/dataset.h"
 #include "cornstarch/data/synthetic_layout.h"
 
 namespace cornstarch {
 
-class SyntheticDataset {
+class SyntheticDataset : public Dataset {
  public:
   SyntheticDataset(const ModelConfig& model, const DataConfig& data, uint64_t seed);
 
   // Samples [first, first + count) as one batch.
-  Batch Get(int64_t first, int64_t count) const;
+  Batch Get(int64_t first, int64_t count) const override;
 
   const SyntheticLayout& layout() const { return layout_; }
 

@@ -22,7 +22,8 @@ class GradSync;
 class MultimodalModel;
 class PipelineExecutor;
 struct PipelinePlan;
-class SyntheticDataset;
+class BatchLoader;
+class Dataset;
 
 class Trainer {
  public:
@@ -67,7 +68,8 @@ class Trainer {
   std::unique_ptr<PipelinePlan> plan_;
   std::unique_ptr<MultimodalModel> model_;
   std::unique_ptr<PipelineExecutor> executor_;
-  std::unique_ptr<SyntheticDataset> data_;
+  std::unique_ptr<Dataset> data_;
+  std::unique_ptr<BatchLoader> loader_;  // this rank's microbatches from step_ on
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
   double peak_flops_ = 0;  // of one rank, for MFU
