@@ -18,19 +18,21 @@ using namespace cornstarch;
 
 namespace {
 
-// Text, images, audio and padding in random runs, isolated instances or not.
+// Text, images, audio and padding in random runs, isolated instances or not; every other row packs several
+// documents (a new one starts at a text run with probability 1/4).
 torch::Tensor RandomWords(std::mt19937& rng, int64_t batch, int64_t n) {
   torch::Tensor words = torch::empty({batch, n}, torch::kLong);
   for (int64_t b = 0; b < batch; ++b) {
-    std::vector<MaskSpan> spans;
+    std::vector<std::vector<MaskSpan>> docs(1);
     int64_t used = 0;
     while (used < n) {
       const int kind = static_cast<int>(rng() % 4) - 2;  // pad, text, modality 0, modality 1
       const int64_t len = std::min<int64_t>(n - used, 1 + rng() % 300);
-      spans.push_back({kind == -2 && used == 0 ? kTextToken : kind, len});
+      if (b % 2 == 1 && kind == kTextToken && used > 0 && rng() % 4 == 0) docs.emplace_back();
+      docs.back().push_back({kind == -2 && used == 0 ? kTextToken : kind, len});
       used += len;
     }
-    const std::vector<int64_t> w = BuildMaskWords(spans, 2, rng() % 2 == 0);
+    const std::vector<int64_t> w = BuildPackedMaskWords(docs, 2, rng() % 2 == 0);
     std::copy(w.begin(), w.end(), words[b].data_ptr<int64_t>());
   }
   return words;
