@@ -107,11 +107,15 @@ double Trainer::BatchFlops(const Batch& batch) const {
   double pairs = 0;
   for (int64_t i = 0; i < b; ++i) pairs += TileMask(words[i].data_ptr<int64_t>(), s, s, s).allowed_pairs();
   const ModelSpec& spec = model_->spec();
-  double per_sample = 0;
-  for (const LayerCost& c : FrozenAwareCosts(spec, EstimateForwardFlops(config_.model, spec, s, pairs / b))) {
-    per_sample += c.total();
+  const std::vector<LayerCost> costs = FrozenAwareCosts(spec, EstimateForwardFlops(config_.model, spec, s, pairs / b));
+  // Encoder layers run once per image or clip (real data has any number per sequence), the LLM once per sequence.
+  double flops = 0;
+  for (size_t l = 0; l < costs.size(); ++l) {
+    const int chain = spec.layers[l].chain;
+    const double runs = chain == spec.llm_chain() ? b : batch.modalities[chain].inputs.size(0);
+    flops += costs[l].total() * runs;
   }
-  return per_sample * static_cast<double>(b);
+  return flops;
 }
 
 Trainer::~Trainer() = default;

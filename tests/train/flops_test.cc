@@ -53,6 +53,11 @@ TEST_CASE("step FLOPs equal a hand count: frozen-aware backward, allowed attenti
                                               3 * (llm_proj + llm_mlp) + 3 * head;
   const double expected = 2 * per_sample_without_attention + 3 * 4.0 * pairs * 32;
   CHECK(trainer.BatchFlops(batch) == Approx(expected).epsilon(1e-12));
+  // Encoder and projector run once per image: a batch with a third image counts them once more.
+  Batch three = batch;
+  three.modalities[0].inputs = torch::cat({batch.modalities[0].inputs, batch.modalities[0].inputs.narrow(0, 0, 1)});
+  CHECK(trainer.BatchFlops(three) ==
+        Approx(expected + patch + enc_block + enc_norm + 3 * projector).epsilon(1e-12));
 
   const StepMetrics m = trainer.Step();
   CHECK(m.flops == Approx(expected).epsilon(1e-12));  // the step's one microbatch is this batch
