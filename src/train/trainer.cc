@@ -24,6 +24,7 @@
 #include "cornstarch/train/checkpoint.h"
 #include "cornstarch/train/grad_sync.h"
 #include "cornstarch/train/lr_schedule.h"
+#include "cornstarch/train/tensorboard.h"
 #include "cornstarch/util/check.h"
 #include "cornstarch/util/logging.h"
 #include "cornstarch/util/torch_runtime.h"
@@ -246,6 +247,7 @@ StepMetrics Trainer::Step() {
 std::vector<StepMetrics> Trainer::Run() {
   const bool logs = runtime_.rank() == 0;
   MetricsWriter writer(logs ? config_.logging.metrics_path : "", resumed_at_);
+  TensorBoardWriter board(logs ? config_.logging.tensorboard_dir : "");
   // On a terminal, a progress line that the step lines scroll above; Slurm logs get the plain lines only.
   const bool bar = logs && isatty(STDERR_FILENO) && spdlog::get_level() <= spdlog::level::info;
   const CheckpointConfig& ck = config_.checkpoint;
@@ -254,6 +256,7 @@ std::vector<StepMetrics> Trainer::Run() {
   while (step_ < config_.train.steps) {
     const StepMetrics m = Step();
     writer.Write(m);
+    board.Write(m);
     if (logs && (m.step == 1 || m.step % config_.logging.interval == 0 || m.step == config_.train.steps)) {
       if (bar) std::fprintf(stderr, "\r\033[K");
       spdlog::info(FormatStepLine(m, config_.train.steps));

@@ -250,6 +250,7 @@ struct LoggingConfig {
   std::string level = "info";
   int64_t interval = 10;
   std::string metrics_path = "runs/metrics.jsonl";
+  std::string tensorboard_dir;
   double peak_tflops = 0.0;
   std::string trace_path;
   int64_t trace_first_step = 2;
@@ -261,6 +262,9 @@ struct LoggingConfig {
     f("interval", interval, "Print the per-step line every this many steps (and at the first and last step).");
     f("metrics_path", metrics_path, "Metrics file, one record per step: JSONL, or CSV with a header row when the "
                                     "name ends in .csv; empty disables it.");
+    f("tensorboard_dir", tensorboard_dir, "Directory for a TensorBoard event file of the per-step scalars (loss, lr, "
+                                          "grad norm, tokens/s, step time, MFU, memory), written by rank 0; empty "
+                                          "disables it.");
     f("peak_tflops", peak_tflops, "Peak TFLOP/s of one rank for MFU (e.g. 989 for H100 bf16, 312 for A100 bf16); "
                                   "0 measures this CPU's fp32 GEMM rate at start-up.");
     f("trace_path", trace_path, "Chrome-trace/Perfetto JSON of the measured execution of every rank, written by "
