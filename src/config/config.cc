@@ -264,6 +264,7 @@ void RequireOneOf(const std::string& path, const std::string& v, const std::vect
 }
 
 void ValidateEncoder(const EncoderConfig& e) {
+  RequireOneOf("model.encoders." + e.name + ".hidden_act", e.hidden_act, {"gelu", "gelu_tanh"});
   const std::string p = "model.encoders." + e.name;
   Require(std::regex_match(e.name, std::regex("[a-z][a-z0-9_]*")), p,
           "encoder names must be lower-case identifiers ([a-z][a-z0-9_]*)", e.name);

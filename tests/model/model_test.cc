@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <random>
 
 #include "cornstarch/attention/bitfield_mask.h"
@@ -9,6 +10,7 @@
 #include "cornstarch/config/config.h"
 #include "cornstarch/data/synthetic_dataset.h"
 #include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/model/transformer.h"
 #include "cornstarch/pipeline/cost_model.h"
 #include "cornstarch/util/torch_runtime.h"
 
@@ -222,4 +224,44 @@ TEST_CASE("dense attention gives zeros, not NaN, for padding rows", "[model][mas
   // Text token 3 attends to the modality tokens before it (the reference's own builder got this wrong).
   CHECK(mask[0][0][3][1].item<bool>());
   CHECK_FALSE(mask[0][0][1][3].item<bool>());
+}
+
+TEST_CASE("the encoder MLP uses the configured GELU: exact erf or the tanh approximation", "[model]") {
+  std::vector<torch::Tensor> outputs;
+  for (const std::string act : {"gelu", "gelu_tanh"}) {
+    EncoderConfig cfg;
+    cfg.hidden_size = 8;
+    cfg.num_heads = 2;
+    cfg.intermediate_size = 16;
+    cfg.hidden_act = act;
+    EncoderBlock block(cfg);
+    torch::manual_seed(1);
+    const torch::Tensor x = torch::randn({2, 5, 8});
+    ForwardContext ctx;
+    const torch::Tensor y = block.Forward(x, ctx);
+    // Recompute the block by hand from its parameters (float64), with the activation written out.
+    std::map<std::string, torch::Tensor> p;
+    for (const auto& item : block.named_parameters()) p[item.key()] = item.value().to(torch::kDouble);
+    const auto ln = [&](const torch::Tensor& v, const std::string& n) {
+      return torch::layer_norm(v, {8}, p[n + ".weight"], p[n + ".bias"], cfg.layer_norm_eps);
+    };
+    const auto lin = [&](const torch::Tensor& v, const std::string& n) {
+      return torch::matmul(v, p[n + ".weight"].t()) + p[n + ".bias"];
+    };
+    const torch::Tensor xd = x.to(torch::kDouble);
+    const auto qkv = lin(ln(xd, "norm1"), "qkv").view({2, 5, 3, 2, 4}).permute({2, 0, 3, 1, 4});
+    const torch::Tensor att = torch::softmax(torch::matmul(qkv[0], qkv[1].transpose(-1, -2)) / 2.0, -1);
+    const torch::Tensor h = xd + lin(torch::matmul(att, qkv[2]).transpose(1, 2).reshape({2, 5, 8}), "out");
+    const torch::Tensor u = lin(ln(h, "norm2"), "fc1");
+    const double pi = 3.14159265358979323846;
+    const torch::Tensor g = act == "gelu" ? 0.5 * u * (1 + torch::erf(u / std::sqrt(2.0)))
+                                          : 0.5 * u * (1 + torch::tanh(std::sqrt(2 / pi) * (u + 0.044715 * u.pow(3))));
+    const torch::Tensor expected = h + lin(g, "fc2");
+    INFO(act);
+    CHECK(torch::allclose(y.to(torch::kDouble), expected, 1e-5, 1e-5));
+    outputs.push_back(y);
+  }
+  CHECK((outputs[0] - outputs[1]).abs().max().item<double>() > 1e-4);  // the check above tells them apart
+  CHECK_THROWS_WITH(MakeConfig({"model.encoders.v.type=vision", "model.encoders.v.hidden_act=relu"}),
+                    "model.encoders.v.hidden_act: must be one of 'gelu', 'gelu_tanh', got 'relu'");
 }

@@ -31,6 +31,7 @@ struct EncoderConfig {
   int64_t num_heads = 4;
   int64_t intermediate_size = 256;
   double layer_norm_eps = 1e-5;
+  std::string hidden_act = "gelu";
   int64_t image_size = 32;
   int64_t patch_size = 8;
   int64_t num_channels = 3;
@@ -50,6 +51,8 @@ struct EncoderConfig {
     f("num_heads", num_heads, "Attention heads; must divide hidden_size.");
     f("intermediate_size", intermediate_size, "Hidden width of each block's GELU MLP.");
     f("layer_norm_eps", layer_norm_eps, "Epsilon of the encoder's LayerNorms.");
+    f("hidden_act", hidden_act, "Activation of the blocks' MLPs: 'gelu' (exact, as Whisper) or 'gelu_tanh' (the "
+                                "tanh approximation, SigLIP's gelu_pytorch_tanh).");
     f("image_size", image_size, "vision: square input resolution in pixels; a multiple of patch_size.");
     f("patch_size", patch_size, "vision: square patch side in pixels; one token per patch.");
     f("num_channels", num_channels, "vision: input channels.");

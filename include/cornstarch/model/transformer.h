@@ -25,7 +25,7 @@ TORCH_MODULE(RMSNorm);
 // RoPE tables (HF "rotate half" convention) for positions [B, S]: cos and sin, each [B, S, head_dim].
 std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& positions, int64_t head_dim, double theta);
 
-// Pre-norm ViT/CLIP/Whisper-encoder block: x + MHA(LN(x)), then x + MLP(LN(x)) with GELU; full attention within
+// Pre-norm ViT/CLIP/Whisper-encoder block: x + MHA(LN(x)), then x + MLP(LN(x)) with GELU (exact or tanh); full attention within
 // each instance (one image or one audio clip).
 class EncoderBlock : public Layer {
  public:
@@ -34,6 +34,7 @@ class EncoderBlock : public Layer {
 
  private:
   int64_t heads_;
+  torch::nn::functional::GELUFuncOptions gelu_;  // exact or tanh-approximated (model.encoders.<name>.hidden_act)
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, out_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
