@@ -8,7 +8,6 @@
 
 #include "cornstarch/attention/bitfield_mask.h"
 #include "cornstarch/data/audio.h"
-#include "cornstarch/data/packing.h"
 #include "cornstarch/model/model_spec.h"
 #include "cornstarch/util/check.h"
 
@@ -56,11 +55,11 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed)
         const fs::path file = fs::path(media_dir_) / m.path;
         if (!fs::is_regular_file(file)) throw Error(file.string() + ": no such file");
       }
+      items_.push_back({t.length(), MaskGroupsNeeded(t.spans, false)});
       samples_.push_back(std::move(t));
       kept_.push_back({static_cast<int64_t>(i), raw[i].id});
     } catch (const Error& e) {
-      const std::string what = data_.path + ": sample " + std::to_string(i) +
-                               (raw[i].id.empty() ? "" : " (id " + raw[i].id + ")") + ": " + e.what();
+      const std::string what = Where(static_cast<int64_t>(i), raw[i].id) + ": " + e.what();
       if (data_.on_bad_sample == "error") throw Error(what + " (data.on_bad_sample: skip leaves such samples out)");
       spdlog::warn("data: skipping {}", what);
       ++skipped_at_start_;
@@ -76,15 +75,17 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed)
 
 LlavaDataset::~LlavaDataset() = default;
 
+std::string LlavaDataset::Where(int64_t index, const std::string& id) const {
+  return data_.path + ": sample " + std::to_string(index) + (id.empty() ? "" : " (id " + id + ")");
+}
+
 std::vector<int64_t> LlavaDataset::SequenceSamples(int64_t g, int64_t* epoch) const {
   CS_CHECK(g >= 0, "sequence ", g);
   std::lock_guard<std::mutex> lock(mu_);
   while (epoch_first_.empty() || epoch_first_.back() + static_cast<int64_t>(epochs_.back().size()) <= g) {
     const int64_t e = static_cast<int64_t>(epochs_.size());
-    std::vector<PackItem> items;
-    for (const TokenizedSample& t : samples_) items.push_back({t.length(), MaskGroupsNeeded(t.spans, false)});
     epoch_first_.push_back(e == 0 ? 0 : epoch_first_.back() + static_cast<int64_t>(epochs_.back().size()));
-    epochs_.push_back(PackSequences(EpochOrder(num_samples(), seed_, e, data_.shuffle), items, data_.seq_len,
+    epochs_.push_back(PackSequences(EpochOrder(num_samples(), seed_, e, data_.shuffle), items_, data_.seq_len,
                                     data_.pack));
   }
   const int64_t e = std::upper_bound(epoch_first_.begin(), epoch_first_.end(), g) - epoch_first_.begin() - 1;
@@ -127,8 +128,7 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
       try {
         for (const MediaRef& m : t.media) media.push_back(load(m));
       } catch (const Error& e) {
-        const std::string what = data_.path + ": sample " + std::to_string(kept_[i].index) +
-                                 (kept_[i].id.empty() ? "" : " (id " + kept_[i].id + ")") + ": " + e.what();
+        const std::string what = Where(kept_[i].index, kept_[i].id) + ": " + e.what();
         if (data_.on_bad_sample == "error") throw Error(what);
         spdlog::warn("data: skipping {}", what);
         ++skipped_on_load_;

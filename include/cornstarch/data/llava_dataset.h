@@ -13,6 +13,7 @@
 #include "cornstarch/data/conversation.h"
 #include "cornstarch/data/dataset.h"
 #include "cornstarch/data/image.h"
+#include "cornstarch/data/packing.h"
 
 namespace cornstarch {
 
@@ -36,6 +37,9 @@ class LlavaDataset : public Dataset {
   const TokenizedSample& sample(int64_t i) const { return samples_[i]; }
 
  private:
+  // "<data.path>: sample <index in the file> (id <id>)", the prefix of every bad-sample message.
+  std::string Where(int64_t index, const std::string& id) const;
+
   struct Kept {
     int64_t index;   // in the file
     std::string id;
@@ -47,6 +51,7 @@ class LlavaDataset : public Dataset {
   uint64_t seed_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<TokenizedSample> samples_;
+  std::vector<PackItem> items_;  // tokens and mask groups of each sample, for packing every epoch
   std::vector<Kept> kept_;
   ImagePreprocess image_;
   int64_t pad_id_ = 0;
