@@ -248,6 +248,7 @@ std::string Str(const T& v) {
   return s.str();
 }
 std::string Str(const std::string& v) { return "'" + v + "'"; }
+std::string Str(bool v) { return v ? "true" : "false"; }
 
 template <class T>
 void Require(bool ok, const std::string& path, const std::string& expected, const T& got) {
@@ -264,13 +265,15 @@ void RequireOneOf(const std::string& path, const std::string& v, const std::vect
 }
 
 void ValidateEncoder(const EncoderConfig& e) {
-  RequireOneOf("model.encoders." + e.name + ".hidden_act", e.hidden_act, {"gelu", "gelu_tanh"});
   const std::string p = "model.encoders." + e.name;
+  RequireOneOf(p + ".hidden_act", e.hidden_act, {"gelu", "gelu_tanh", "quick_gelu"});
   Require(std::regex_match(e.name, std::regex("[a-z][a-z0-9_]*")), p,
           "encoder names must be lower-case identifiers ([a-z][a-z0-9_]*)", e.name);
   RequireOneOf(p + ".type", e.type, {"vision", "audio"});
   RequirePositive(p + ".hidden_size", e.hidden_size);
   RequirePositive(p + ".num_layers", e.num_layers);
+  Require(e.feature_layer <= -1 && e.feature_layer >= -e.num_layers, p + ".feature_layer",
+          "must be from -1 (the last block) to -num_layers=" + Str(-e.num_layers), e.feature_layer);
   RequirePositive(p + ".num_heads", e.num_heads);
   Require(e.hidden_size % e.num_heads == 0, p + ".num_heads",
           "must divide hidden_size=" + Str(e.hidden_size), e.num_heads);
@@ -282,6 +285,10 @@ void ValidateEncoder(const EncoderConfig& e) {
     Require(e.image_size % e.patch_size == 0, p + ".image_size",
             "must be a multiple of patch_size=" + Str(e.patch_size), e.image_size);
     RequirePositive(p + ".num_channels", e.num_channels);
+    RequireOneOf(p + ".vision_style", e.vision_style, {"siglip", "clip"});
+    Require(e.vision_style != "clip" || !e.post_norm, p + ".post_norm",
+            "must be false with vision_style 'clip' (CLIP's post_layernorm normalises only the pooled class token)",
+            e.post_norm);
   } else {
     RequirePositive(p + ".num_mel_bins", e.num_mel_bins);
     Require(e.num_frames >= 2 && e.num_frames % 2 == 0, p + ".num_frames",

@@ -27,10 +27,12 @@ bool UnderArchitecture(const std::string& name, const std::string& kind) {
   return starts("model.encoder.");
 }
 
-// Tensors a checkpoint may hold that this model derives itself: RoPE frequencies, Whisper's sinusoidal positions,
-// SigLIP's attention-pooling head (not part of the token features an MLLM uses).
+// Tensors a checkpoint may hold that this model derives itself or has no use for: RoPE frequencies, position-id
+// buffers, Whisper's sinusoidal positions (compared with ours on load), SigLIP's attention-pooling head (not part
+// of the token features an MLLM uses).
 bool Derived(const std::string& name) {
   return name.find("rotary_emb.inv_freq") != std::string::npos ||
+         name.find("embeddings.position_ids") != std::string::npos ||
          name.find("embed_positions.weight") != std::string::npos || name.rfind("vision_model.head.", 0) == 0;
 }
 
@@ -92,6 +94,48 @@ class HfSource {
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
 };
 
+std::string FinalNorm(const EncoderConfig& e) {
+  return e.type == "vision" ? "vision_model.post_layernorm" : "model.encoder.layer_norm";
+}
+
+// Block `i` of a SigLIP/CLIP or Whisper tower; `ours` is our layer's name.
+std::vector<HfTensor> EncoderBlockTensors(const EncoderConfig& e, int64_t i, const std::string& ours) {
+  const bool vision = e.type == "vision";
+  const std::string p = (vision ? "vision_model.encoder.layers." : "model.encoder.layers.") + std::to_string(i) + ".";
+  const std::string attn = p + "self_attn.";
+  std::vector<HfTensor> out;
+  auto both = [&](const std::string& mine, const std::string& theirs) {
+    out.push_back({ours + "." + mine + ".weight", {{theirs + ".weight"}}, ""});
+    out.push_back({ours + "." + mine + ".bias", {{theirs + ".bias"}}, ""});
+  };
+  both("norm1", p + (vision ? "layer_norm1" : "self_attn_layer_norm"));
+  out.push_back({ours + ".qkv.weight", {{attn + "q_proj.weight"}, {attn + "k_proj.weight"}, {attn + "v_proj.weight"}}, ""});
+  out.push_back({ours + ".qkv.bias",
+                 {{attn + "q_proj.bias"}, vision ? HfPart{attn + "k_proj.bias"} : HfPart{"", e.hidden_size},
+                  {attn + "v_proj.bias"}},
+                 ""});
+  both("out", attn + "out_proj");
+  both("norm2", p + (vision ? "layer_norm2" : "final_layer_norm"));
+  both("fc1", p + (vision ? "mlp.fc1" : "fc1"));
+  both("fc2", p + (vision ? "mlp.fc2" : "fc2"));
+  return out;
+}
+
+// Tensors of the tower this configuration knows but does not use: blocks after feature_layer and, without
+// post_norm, the final LayerNorm. Neither missing nor unexpected.
+std::vector<std::string> UnusedTensors(const EncoderConfig& e) {
+  std::vector<std::string> out;
+  for (int64_t i = EncoderBlocks(e); i < e.num_layers; ++i) {
+    for (const HfTensor& t : EncoderBlockTensors(e, i, "")) {
+      for (const HfPart& part : t.parts) {
+        if (!part.name.empty()) out.push_back(part.name);
+      }
+    }
+  }
+  if (!e.post_norm) out.insert(out.end(), {FinalNorm(e) + ".weight", FinalNorm(e) + ".bias"});
+  return out;
+}
+
 std::string Kind(const ModelSpec& spec, const ModelConfig& config, int chain) {
   return chain == spec.llm_chain() ? "llm" : config.encoders[chain].type;
 }
@@ -101,6 +145,32 @@ std::string List(const std::vector<std::string>& names) {
   for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
   if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
   return out;
+}
+
+// Whisper stores its fixed sinusoids as a tensor; we compute them (chain_ends.cc). A checkpoint whose positions
+// are not those sinusoids (learned, or another formula) would silently train against different positions, so it
+// is refused. 1e-2 absolute covers bf16 storage (rounding up to 2^-8 on values in [-1, 1]).
+void CheckWhisperPositions(const MultimodalModel& model, int embed_layer, HfSource& source, const std::string& prefix) {
+  const std::string name = prefix + "model.encoder.embed_positions.weight";
+  if (!source.contains(name)) return;
+  torch::Tensor ours;
+  for (const auto& [n, b] : model.NamedBuffers()) {
+    if (n == model.spec().layers[embed_layer].name + ".position") ours = b;
+  }
+  CS_CHECK(ours.defined(), "no position buffer in ", model.spec().layers[embed_layer].name);
+  const torch::Tensor theirs = source.Get(name).to(torch::kFloat);
+  if (theirs.dim() != 2 || theirs.size(0) < ours.size(0) || theirs.size(1) != ours.size(1)) {
+    throw Error(source.file_of(name) + ": " + name + " is " + c10::str(theirs.sizes()) + ", but the encoder needs at "
+                "least " + c10::str(ours.sizes()) + " (num_frames / 2 positions of hidden_size)");
+  }
+  const torch::Tensor diff = (theirs.narrow(0, 0, ours.size(0)) - ours).abs();
+  const double worst = diff.max().item<double>();
+  if (worst > 1e-2) {
+    const int64_t row = diff.argmax().item<int64_t>() / diff.size(1);
+    throw Error(source.file_of(name) + ": " + name + " differs from Whisper's sinusoidal positions by " +
+                c10::str(worst) + " at position " + c10::str(row) + "; this encoder computes them and cannot take "
+                "learned ones");
+  }
 }
 
 }  // namespace
@@ -137,7 +207,6 @@ std::vector<HfTensor> HfTensorsOf(const ModelConfig& config, const ModelSpec& sp
     return out;
   }
   const EncoderConfig& e = config.encoders[ls.chain];
-  const bool vision = e.type == "vision";
   if (pos == last) {  // the projector
     const std::string p = "multi_modal_projector." + e.name + ".";
     both("fc1", p + "linear_1");
@@ -145,32 +214,27 @@ std::vector<HfTensor> HfTensorsOf(const ModelConfig& config, const ModelSpec& sp
     return out;
   }
   if (pos == last - 1) {
-    both("norm", vision ? "vision_model.post_layernorm" : "model.encoder.layer_norm");
+    if (e.post_norm) both("norm", FinalNorm(e));
     return out;
   }
   if (pos == 0) {
-    if (vision) {
-      both("patch", "vision_model.embeddings.patch_embedding");
-      one("position", "vision_model.embeddings.position_embedding.weight");
+    if (e.type == "vision") {
+      const std::string p = "vision_model.embeddings.";
+      if (e.vision_style == "clip") {
+        one("patch.weight", p + "patch_embedding.weight");
+        one("class_token", p + "class_embedding");
+        both("pre_norm", "vision_model.pre_layrnorm");
+      } else {
+        both("patch", p + "patch_embedding");
+      }
+      one("position", p + "position_embedding.weight");
     } else {
       both("conv1", "model.encoder.conv1");
       both("conv2", "model.encoder.conv2");
     }
     return out;
   }
-  const std::string p = (vision ? "vision_model.encoder.layers." : "model.encoder.layers.") + std::to_string(pos - 1) + ".";
-  const std::string attn = p + "self_attn.";
-  both("norm1", p + (vision ? "layer_norm1" : "self_attn_layer_norm"));
-  out.push_back({ls.name + ".qkv.weight", {{attn + "q_proj.weight"}, {attn + "k_proj.weight"}, {attn + "v_proj.weight"}}, ""});
-  out.push_back({ls.name + ".qkv.bias",
-                 {{attn + "q_proj.bias"}, vision ? HfPart{attn + "k_proj.bias"} : HfPart{"", e.hidden_size},
-                  {attn + "v_proj.bias"}},
-                 ""});
-  both("out", attn + "out_proj");
-  both("norm2", p + (vision ? "layer_norm2" : "final_layer_norm"));
-  both("fc1", p + (vision ? "mlp.fc1" : "fc1"));
-  both("fc2", p + (vision ? "mlp.fc2" : "fc2"));
-  return out;
+  return EncoderBlockTensors(e, pos - 1, ls.name);
 }
 
 void LoadHfWeights(MultimodalModel& model, int chain) {
@@ -217,14 +281,18 @@ void LoadHfWeights(MultimodalModel& model, int chain) {
       const torch::Tensor value = pieces.size() == 1 ? pieces[0] : torch::cat(pieces);
       torch::Tensor& p = params.at(t.ours);
       if (value.sizes() != p.sizes()) {
-        throw Error(from + ": " + t.parts[0].name + (t.parts.size() > 1 ? " (fused with the k/v parts)" : "") +
+        throw Error(from + ": " + prefix + t.parts[0].name + (t.parts.size() > 1 ? " (fused with the k/v parts)" : "") +
                     " is " + c10::str(value.sizes()) + ", but " + t.ours + " needs " + c10::str(p.sizes()) +
                     "; check " + module + " against the checkpoint's config");
       }
       p.copy_(value);
     }
   }
+  if (!llm) {
+    for (const std::string& name : UnusedTensors(config.encoders[chain])) expected.insert(prefix + name);
+  }
   if (!missing.empty()) throw Error(path + ": missing tensors for " + module + ": " + List(missing));
+  if (kind == "audio" && model.has_layer(c.begin)) CheckWhisperPositions(model, c.begin, source, prefix);
   std::vector<std::string> unexpected;
   for (const std::string& name : source.names()) {
     if (name.rfind(prefix, 0) != 0) continue;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "cornstarch/model/model_spec.h"
 #include "cornstarch/util/check.h"
 
 namespace cornstarch {
@@ -11,15 +12,23 @@ namespace cornstarch {
 namespace F = torch::nn::functional;
 
 VisionEmbed::VisionEmbed(const EncoderConfig& cfg) {
-  patch_ = register_module("patch", torch::nn::Conv2d(torch::nn::Conv2dOptions(cfg.num_channels, cfg.hidden_size,
-                                                                               cfg.patch_size)
-                                                          .stride(cfg.patch_size)));
-  const int64_t side = cfg.image_size / cfg.patch_size;
-  position_ = register_parameter("position", torch::zeros({side * side, cfg.hidden_size}));
+  const bool clip = cfg.vision_style == "clip";
+  const int64_t d = cfg.hidden_size;
+  patch_ = register_module(
+      "patch", torch::nn::Conv2d(
+                   torch::nn::Conv2dOptions(cfg.num_channels, d, cfg.patch_size).stride(cfg.patch_size).bias(!clip)));
+  position_ = register_parameter("position", torch::zeros({EncoderSequence(cfg), d}));
+  if (clip) {
+    class_token_ = register_parameter("class_token", torch::zeros({d}));
+    pre_norm_ = register_module("pre_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.layer_norm_eps)));
+  }
 }
 
 torch::Tensor VisionEmbed::Forward(const torch::Tensor& x, ForwardContext&) {
-  return patch_(x).flatten(2).transpose(1, 2) + position_;
+  torch::Tensor h = patch_(x).flatten(2).transpose(1, 2);
+  if (!class_token_.defined()) return h + position_;
+  h = torch::cat({class_token_.expand({h.size(0), 1, h.size(2)}), h}, 1) + position_;
+  return pre_norm_(h);
 }
 
 AudioEmbed::AudioEmbed(const EncoderConfig& cfg) {
@@ -41,12 +50,18 @@ torch::Tensor AudioEmbed::Forward(const torch::Tensor& x, ForwardContext&) {
   return h.transpose(1, 2) + position_;
 }
 
-EncoderNorm::EncoderNorm(const EncoderConfig& cfg) {
-  norm_ = register_module(
-      "norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.hidden_size}).eps(cfg.layer_norm_eps)));
+EncoderOutput::EncoderOutput(const EncoderConfig& cfg)
+    : drop_class_token_(cfg.type == "vision" && cfg.vision_style == "clip") {
+  if (cfg.post_norm) {
+    norm_ = register_module(
+        "norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.hidden_size}).eps(cfg.layer_norm_eps)));
+  }
 }
 
-torch::Tensor EncoderNorm::Forward(const torch::Tensor& x, ForwardContext&) { return norm_(x); }
+torch::Tensor EncoderOutput::Forward(const torch::Tensor& x, ForwardContext&) {
+  const torch::Tensor h = drop_class_token_ ? x.slice(1, 1) : x;
+  return norm_ ? norm_(h) : h;
+}
 
 Projector::Projector(const EncoderConfig& cfg, int64_t llm_hidden) {
   fc1_ = register_module("fc1", torch::nn::Linear(cfg.hidden_size, llm_hidden));

@@ -13,6 +13,13 @@ int64_t EncoderTokens(const EncoderConfig& encoder) {
   return encoder.num_frames / 2;
 }
 
+int64_t EncoderSequence(const EncoderConfig& encoder) {
+  const bool class_token = encoder.type == "vision" && encoder.vision_style == "clip";
+  return EncoderTokens(encoder) + (class_token ? 1 : 0);
+}
+
+int64_t EncoderBlocks(const EncoderConfig& encoder) { return encoder.num_layers + encoder.feature_layer + 1; }
+
 namespace {
 
 // Appends `layers` (name, module, trainable set) as one chain, resolving chain index and needs_graph.
@@ -42,7 +49,7 @@ ModelSpec BuildModelSpec(const ModelConfig& model) {
   ModelSpec spec;
   bool any_encoder_needs_graph = false;
   for (const EncoderConfig& enc : model.encoders) {
-    std::vector<LayerSpec> layers = ModuleLayers("encoder." + enc.name, enc.num_layers, !enc.frozen, {"norm"});
+    std::vector<LayerSpec> layers = ModuleLayers("encoder." + enc.name, EncoderBlocks(enc), !enc.frozen, {"norm"});
     layers.push_back({"projector." + enc.name, "projector." + enc.name, 0, !enc.projector.frozen, false});
     AddChain(spec, enc.name, false, std::move(layers));
     any_encoder_needs_graph = any_encoder_needs_graph || spec.layers.back().needs_graph;

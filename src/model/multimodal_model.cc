@@ -27,7 +27,7 @@ std::shared_ptr<Layer> MakeLayer(const ModelConfig& config, const ModelSpec& spe
     return std::make_shared<AudioEmbed>(enc);
   }
   if (pos == last) return std::make_shared<Projector>(enc, config.llm.hidden_size);
-  if (pos == last - 1) return std::make_shared<EncoderNorm>(enc);
+  if (pos == last - 1) return std::make_shared<EncoderOutput>(enc);
   return std::make_shared<EncoderBlock>(enc);
 }
 
@@ -52,7 +52,7 @@ MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed, const
     for (auto& item : layer->named_parameters()) {
       const std::string& name = item.key();
       torch::Tensor& p = item.value();
-      if (p.dim() >= 2) {
+      if (p.dim() >= 2 || name == "class_token") {  // weights and embeddings, CLIP's class embedding included
         p.normal_(0.0, config.init_std);
       } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
         p.zero_();
@@ -105,11 +105,11 @@ torch::Tensor MultimodalModel::TokenLossSum(const torch::Tensor& logits, const t
                           F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> MultimodalModel::NamedParameters() const {
+std::vector<std::pair<std::string, torch::Tensor>> MultimodalModel::Named(bool buffers) const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (!layers_[i]) continue;
-    for (const auto& item : layers_[i]->named_parameters()) {
+    for (const auto& item : buffers ? layers_[i]->named_buffers() : layers_[i]->named_parameters()) {
       out.emplace_back(spec_.layers[i].name + "." + item.key(), item.value());
     }
   }

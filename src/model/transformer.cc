@@ -40,7 +40,7 @@ torch::Tensor ApplyRope(const torch::Tensor& x, const torch::Tensor& cos, const 
 }  // namespace
 
 EncoderBlock::EncoderBlock(const EncoderConfig& cfg)
-    : heads_(cfg.num_heads), gelu_(F::GELUFuncOptions().approximate(cfg.hidden_act == "gelu_tanh" ? "tanh" : "none")) {
+    : heads_(cfg.num_heads), act_(cfg.hidden_act) {
   const int64_t d = cfg.hidden_size;
   norm1_ = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.layer_norm_eps)));
   qkv_ = register_module("qkv", torch::nn::Linear(d, 3 * d));
@@ -55,7 +55,10 @@ torch::Tensor EncoderBlock::Forward(const torch::Tensor& x, ForwardContext&) {
   const auto qkv = qkv_(norm1_(x)).view({n, t, 3, heads_, d / heads_}).permute({2, 0, 3, 1, 4}).unbind(0);
   const torch::Tensor attn = DenseAttention(qkv[0], qkv[1], qkv[2], torch::Tensor());
   torch::Tensor h = x + out_(attn.transpose(1, 2).reshape({n, t, d}));
-  return h + fc2_(F::gelu(fc1_(norm2_(h)), gelu_));
+  const torch::Tensor u = fc1_(norm2_(h));
+  const torch::Tensor a = act_ == "quick_gelu" ? u * torch::sigmoid(1.702 * u)
+                                               : F::gelu(u, F::GELUFuncOptions().approximate(act_ == "gelu" ? "none" : "tanh"));
+  return h + fc2_(a);
 }
 
 DecoderBlock::DecoderBlock(const LlmConfig& cfg)

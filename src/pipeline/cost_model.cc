@@ -48,7 +48,8 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
         } else if (pos == last - 1) {
           f = 5 * t * d;  // LayerNorm
         } else {
-          f = TransformerBlockFlops(t, d, static_cast<double>(e.intermediate_size), d, d, t * t, 2);
+          const double n = static_cast<double>(EncoderSequence(e));  // CLIP's class token too
+          f = TransformerBlockFlops(n, d, static_cast<double>(e.intermediate_size), d, d, n * n, 2);
         }
       }
       flops[i] = f;
@@ -88,7 +89,7 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         tokens = b * static_cast<double>(EncoderTokens(e));
         if (pos == 0) {
           params = e.type == "vision" ? static_cast<double>(e.num_channels * e.patch_size * e.patch_size) * d + d +
-                                            static_cast<double>(EncoderTokens(e)) * d
+                                            static_cast<double>(EncoderSequence(e)) * d
                                       : static_cast<double>(e.num_mel_bins) * d * 3 + d + 3 * d * d + d;
           per_token = 3 * d;
         } else if (pos == last) {
@@ -98,6 +99,7 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         } else if (pos == last - 1) {
           params = 2 * d, per_token = d;
         } else {
+          tokens = b * static_cast<double>(EncoderSequence(e));
           params = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d);
           per_token = 10 * d + 2 * ff;  // norms, qkv, attention output, residuals, MLP before and after GELU
         }

@@ -200,3 +200,184 @@ TEST_CASE("a trained model exported by the trainer starts the next run", "[hf]")
     if (name.rfind("projector.", 0) != 0) CHECK(torch::equal(p, b.at(name)));
   }
 }
+
+namespace {
+
+// A CLIP vision tower in Hugging Face's names, written from CLIP's definition (not from our name map): class
+// embedding, patch conv without bias, one position per patch plus the class token, pre_layrnorm, `layers`
+// blocks, post_layernorm; and what CLIP checkpoints also carry (position_ids, the text tower, logit_scale).
+std::map<std::string, torch::Tensor> ClipCheckpoint(int64_t d, int64_t ff, int64_t patch, int64_t positions, int layers) {
+  torch::manual_seed(11);
+  auto r = [](std::vector<int64_t> shape) { return 0.3 * torch::randn(shape); };
+  const std::string v = "vision_tower.vision_model.";
+  std::map<std::string, torch::Tensor> t = {
+      {v + "embeddings.class_embedding", r({d})},
+      {v + "embeddings.patch_embedding.weight", r({d, 3, patch, patch})},
+      {v + "embeddings.position_embedding.weight", r({positions, d})},
+      {v + "embeddings.position_ids", torch::arange(positions).unsqueeze(0)},
+      {v + "pre_layrnorm.weight", 1 + r({d})},
+      {v + "pre_layrnorm.bias", r({d})},
+      {v + "post_layernorm.weight", 1 + r({d})},
+      {v + "post_layernorm.bias", r({d})},
+      {"vision_tower.text_model.embeddings.token_embedding.weight", r({10, d})},
+      {"vision_tower.logit_scale", torch::ones({})},
+  };
+  for (int i = 0; i < layers; ++i) {
+    const std::string p = v + "encoder.layers." + std::to_string(i) + ".";
+    for (const char* n : {"layer_norm1", "layer_norm2"}) {
+      t[p + n + ".weight"] = 1 + r({d});
+      t[p + n + ".bias"] = r({d});
+    }
+    for (const char* n : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+      t[p + "self_attn." + n + ".weight"] = r({d, d});
+      t[p + "self_attn." + n + ".bias"] = r({d});
+    }
+    t[p + "mlp.fc1.weight"] = r({ff, d});
+    t[p + "mlp.fc1.bias"] = r({ff});
+    t[p + "mlp.fc2.weight"] = r({d, ff});
+    t[p + "mlp.fc2.bias"] = r({d});
+  }
+  return t;
+}
+
+// CLIPVisionTransformer up to hidden_states[-2] with LLaVA's "default" selection (class token dropped), in
+// float64 from the checkpoint's tensors.
+torch::Tensor ClipReference(std::map<std::string, torch::Tensor> t, const torch::Tensor& pixels, int64_t heads,
+                            int64_t patch, double eps, int layers) {
+  for (auto& [name, v] : t) v = v.to(torch::kDouble);
+  const std::string v = "vision_tower.vision_model.";
+  const int64_t n = pixels.size(0), d = t[v + "embeddings.class_embedding"].size(0), hd = d / heads;
+  torch::Tensor h = torch::conv2d(pixels.to(torch::kDouble), t[v + "embeddings.patch_embedding.weight"], {}, patch)
+                        .flatten(2)
+                        .transpose(1, 2);
+  h = torch::cat({t[v + "embeddings.class_embedding"].expand({n, 1, d}), h}, 1) +
+      t[v + "embeddings.position_embedding.weight"];
+  const auto ln = [&](const torch::Tensor& x, const std::string& name) {
+    return torch::layer_norm(x, {d}, t[name + ".weight"], t[name + ".bias"], eps);
+  };
+  const auto lin = [&](const torch::Tensor& x, const std::string& name) {
+    return torch::matmul(x, t[name + ".weight"].t()) + t[name + ".bias"];
+  };
+  h = ln(h, v + "pre_layrnorm");
+  const int64_t s = h.size(1);
+  for (int i = 0; i < layers; ++i) {
+    const std::string p = v + "encoder.layers." + std::to_string(i) + ".";
+    const torch::Tensor x = ln(h, p + "layer_norm1");
+    auto split = [&](const char* m) { return lin(x, p + "self_attn." + m).view({n, s, heads, hd}).transpose(1, 2); };
+    const torch::Tensor q = split("q_proj") * std::pow(static_cast<double>(hd), -0.5);
+    const torch::Tensor a = torch::matmul(torch::softmax(torch::matmul(q, split("k_proj").transpose(-1, -2)), -1),
+                                          split("v_proj"));
+    h = h + lin(a.transpose(1, 2).reshape({n, s, d}), p + "self_attn.out_proj");
+    const torch::Tensor u = lin(ln(h, p + "layer_norm2"), p + "mlp.fc1");
+    h = h + lin(u * torch::sigmoid(1.702 * u), p + "mlp.fc2");
+  }
+  return h.slice(1, 1);
+}
+
+// The tower's output (what its projector reads) for `pixels`.
+torch::Tensor TowerFeatures(MultimodalModel& m, int chain, torch::Tensor x) {
+  ForwardContext ctx;
+  const ChainSpec& c = m.spec().chains[chain];
+  for (int i = c.begin; i < c.end - 1; ++i) x = m.RunLayer(i, x, ctx);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("a CLIP tower loads from Hugging Face names and computes CLIP's penultimate-layer patch features", "[hf]") {
+  const int64_t d = 16, ff = 32, patch = 4, heads = 2;
+  const std::string file = Tmp("clip.safetensors");
+  const auto ckpt = ClipCheckpoint(d, ff, patch, 10, 3);  // 3 x 3 patches + the class token; 3 blocks
+  Write(file, ckpt);
+  const std::vector<std::string> clip = {
+      "model.encoders.vision.type=vision", "model.encoders.vision.vision_style=clip",
+      "model.encoders.vision.hidden_act=quick_gelu", "model.encoders.vision.post_norm=false",
+      "model.encoders.vision.hidden_size=16", "model.encoders.vision.intermediate_size=32",
+      "model.encoders.vision.num_heads=2", "model.encoders.vision.image_size=12",
+      "model.encoders.vision.patch_size=4", "model.encoders.vision.num_layers=3",
+      "model.encoders.vision.feature_layer=-2", "model.encoders.vision.weights=" + file,
+      "model.encoders.vision.weights_prefix=vision_tower."};
+  const auto config = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), clip.begin(), clip.end());
+    return ParseConfig("", "clip.yaml", more).model;
+  };
+  MultimodalModel m(config({}), 3);
+  CHECK(m.spec().chains[0].end - m.spec().chains[0].begin == 2 + 2 + 1);  // embed, 2 of 3 blocks, output, projector
+  LoadHfWeights(m, 0);
+  torch::manual_seed(5);
+  const torch::Tensor pixels = torch::randn({2, 3, 12, 12});
+  const torch::Tensor ours = TowerFeatures(m, 0, pixels);
+  const torch::Tensor expected = ClipReference(ckpt, pixels, heads, patch, 1e-5, 2);
+  REQUIRE(ours.sizes() == expected.sizes());  // [2, 9, 16]: the class token is gone
+  // float32 against float64 through 2 blocks: 1e-4.
+  CHECK(torch::allclose(ours.to(torch::kDouble), expected, 1e-4, 1e-4));
+  // The check can fail: the reference run through all 3 blocks differs.
+  CHECK(!torch::allclose(ours.to(torch::kDouble), ClipReference(ckpt, pixels, heads, patch, 1e-5, 3), 1e-2, 1e-2));
+
+  // Export writes CLIP's names (no patch bias, class embedding, pre_layrnorm), and they load back.
+  const std::string exported = Tmp("clip-export.safetensors");
+  ExportHfWeights(m, exported);
+  const auto back = ReadAll(exported);
+  CHECK(back.count("vision_model.embeddings.class_embedding"));
+  CHECK(back.count("vision_model.pre_layrnorm.bias"));
+  CHECK(!back.count("vision_model.embeddings.patch_embedding.bias"));
+  CHECK(!back.count("vision_model.encoder.layers.2.mlp.fc1.weight"));  // not built
+  CHECK(torch::equal(back.at("vision_model.embeddings.class_embedding"),
+                     ckpt.at("vision_tower.vision_model.embeddings.class_embedding")));
+
+  // Without feature_layer the third block is loaded and run: full-depth features.
+  MultimodalModel full(config({"model.encoders.vision.feature_layer=-1"}), 3);
+  LoadHfWeights(full, 0);
+  CHECK(torch::allclose(TowerFeatures(full, 0, pixels).to(torch::kDouble),
+                        ClipReference(ckpt, pixels, heads, patch, 1e-5, 3), 1e-4, 1e-4));
+  // A checkpoint deeper than num_layers is still an error; so is a SigLIP-style config on a CLIP checkpoint.
+  CHECK_THAT(ErrorOf([&] {
+               MultimodalModel shallow(config({"model.encoders.vision.num_layers=2", "model.encoders.vision.feature_layer=-1"}), 3);
+               LoadHfWeights(shallow, 0);
+             }),
+             Contains("has no place for") && Contains("vision_tower.vision_model.encoder.layers.2."));
+  CHECK_THAT(ErrorOf([&] {
+               MultimodalModel siglip(config({"model.encoders.vision.vision_style=siglip"}), 3);
+               LoadHfWeights(siglip, 0);
+             }),
+             Contains("clip.safetensors: vision_tower.vision_model.embeddings.position_embedding.weight is [10, 16], "
+                      "but encoder.vision.embed.position needs [9, 16]"));
+}
+
+TEST_CASE("Whisper's embed_positions are compared with our sinusoids, not ignored", "[hf]") {
+  const std::string file = Tmp("whisper.safetensors");
+  const Config cfg = ParseConfig("", "w.yaml", {"model.encoders.audio.type=audio", "model.encoders.audio.weights=" + file,
+                                                 "model.encoders.audio.hidden_size=16", "model.encoders.audio.num_heads=2",
+                                                 "model.encoders.audio.num_frames=8"});
+  MultimodalModel source(cfg.model, 1);
+  ExportHfWeights(source, file);
+  const auto good = ReadAll(file);
+  // Whisper's sinusoids(length, channels) as its modeling code computes them (float32), for 10 positions: more
+  // than the 4 this encoder uses, as a real checkpoint's 1500.
+  const int64_t d = 16;
+  const double increment = std::log(10000.0) / static_cast<double>(d / 2 - 1);
+  const torch::Tensor inv = torch::exp(-increment * torch::arange(d / 2, torch::kFloat));
+  const torch::Tensor scaled = torch::arange(10, torch::kFloat).unsqueeze(1) * inv.unsqueeze(0);
+  const torch::Tensor sinusoids = torch::cat({scaled.sin(), scaled.cos()}, 1);
+  const auto load = [&](const torch::Tensor& positions) {
+    auto t = good;
+    t["model.encoder.embed_positions.weight"] = positions;
+    Write(file, t);
+    return ErrorOf([&] {
+      MultimodalModel m(cfg.model, 2);
+      LoadHfWeights(m, 0);
+    });
+  };
+  CHECK(load(sinusoids) == "no error");
+  CHECK(load(sinusoids.to(torch::kBFloat16)) == "no error");  // bf16 storage rounds within the tolerance
+  torch::Tensor learned = sinusoids.clone();
+  learned[2][5] += 0.1;
+  CHECK_THAT(load(learned), Contains("whisper.safetensors: model.encoder.embed_positions.weight differs from "
+                                     "Whisper's sinusoidal positions by 0.1") &&
+                                Contains("at position 2; this encoder computes them and cannot take learned ones"));
+  learned = sinusoids.clone();
+  learned[7][5] += 0.1;  // beyond the 4 positions used
+  CHECK(load(learned) == "no error");
+  CHECK_THAT(load(sinusoids.narrow(0, 0, 3)),
+             Contains("embed_positions.weight is [3, 16], but the encoder needs at least [4, 16]"));
+}

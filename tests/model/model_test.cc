@@ -226,9 +226,9 @@ TEST_CASE("dense attention gives zeros, not NaN, for padding rows", "[model][mas
   CHECK_FALSE(mask[0][0][1][3].item<bool>());
 }
 
-TEST_CASE("the encoder MLP uses the configured GELU: exact erf or the tanh approximation", "[model]") {
+TEST_CASE("the encoder MLP uses the configured GELU: exact erf, the tanh approximation or quick_gelu", "[model]") {
   std::vector<torch::Tensor> outputs;
-  for (const std::string act : {"gelu", "gelu_tanh"}) {
+  for (const std::string act : {"gelu", "gelu_tanh", "quick_gelu"}) {
     EncoderConfig cfg;
     cfg.hidden_size = 8;
     cfg.num_heads = 2;
@@ -254,14 +254,17 @@ TEST_CASE("the encoder MLP uses the configured GELU: exact erf or the tanh appro
     const torch::Tensor h = xd + lin(torch::matmul(att, qkv[2]).transpose(1, 2).reshape({2, 5, 8}), "out");
     const torch::Tensor u = lin(ln(h, "norm2"), "fc1");
     const double pi = 3.14159265358979323846;
-    const torch::Tensor g = act == "gelu" ? 0.5 * u * (1 + torch::erf(u / std::sqrt(2.0)))
-                                          : 0.5 * u * (1 + torch::tanh(std::sqrt(2 / pi) * (u + 0.044715 * u.pow(3))));
+    const torch::Tensor g = act == "gelu"        ? 0.5 * u * (1 + torch::erf(u / std::sqrt(2.0)))
+                            : act == "gelu_tanh" ? 0.5 * u * (1 + torch::tanh(std::sqrt(2 / pi) * (u + 0.044715 * u.pow(3))))
+                                                 : u / (1 + torch::exp(-1.702 * u));
     const torch::Tensor expected = h + lin(g, "fc2");
     INFO(act);
     CHECK(torch::allclose(y.to(torch::kDouble), expected, 1e-5, 1e-5));
     outputs.push_back(y);
   }
-  CHECK((outputs[0] - outputs[1]).abs().max().item<double>() > 1e-4);  // the check above tells them apart
+  for (int i = 0; i < 3; ++i) {  // the check above tells them apart
+    CHECK((outputs[i] - outputs[(i + 1) % 3]).abs().max().item<double>() > 1e-4);
+  }
   CHECK_THROWS_WITH(MakeConfig({"model.encoders.v.type=vision", "model.encoders.v.hidden_act=relu"}),
-                    "model.encoders.v.hidden_act: must be one of 'gelu', 'gelu_tanh', got 'relu'");
+                    "model.encoders.v.hidden_act: must be one of 'gelu', 'gelu_tanh', 'quick_gelu', got 'relu'");
 }

@@ -32,6 +32,9 @@ struct EncoderConfig {
   int64_t intermediate_size = 256;
   double layer_norm_eps = 1e-5;
   std::string hidden_act = "gelu";
+  std::string vision_style = "siglip";
+  int64_t feature_layer = -1;
+  bool post_norm = true;
   int64_t image_size = 32;
   int64_t patch_size = 8;
   int64_t num_channels = 3;
@@ -51,8 +54,21 @@ struct EncoderConfig {
     f("num_heads", num_heads, "Attention heads; must divide hidden_size.");
     f("intermediate_size", intermediate_size, "Hidden width of each block's GELU MLP.");
     f("layer_norm_eps", layer_norm_eps, "Epsilon of the encoder's LayerNorms.");
-    f("hidden_act", hidden_act, "Activation of the blocks' MLPs: 'gelu' (exact, as Whisper) or 'gelu_tanh' (the "
-                                "tanh approximation, SigLIP's gelu_pytorch_tanh).");
+    f("hidden_act", hidden_act, "Activation of the blocks' MLPs: 'gelu' (exact, as Whisper), 'gelu_tanh' (the "
+                                "tanh approximation, SigLIP's gelu_pytorch_tanh) or 'quick_gelu' (x * sigmoid(1.702 "
+                                "x), OpenAI's CLIP).");
+    f("vision_style", vision_style, "vision: 'siglip' (patch embedding with bias, position per patch) or 'clip' "
+                                    "(class token in front of the patches, patch embedding without bias, "
+                                    "pre_layrnorm after the embeddings; the class token is dropped before the "
+                                    "projector, as LLaVA does).");
+    f("feature_layer", feature_layer, "Block whose output feeds the projector, counted from the end as Hugging "
+                                      "Face's vision_feature_layer: -1 the last of num_layers, -2 the one before "
+                                      "(LLaVA-1.5). Later blocks are not built or run; their checkpoint tensors are "
+                                      "known but not loaded.");
+    f("post_norm", post_norm, "Apply the tower's final LayerNorm (SigLIP's post_layernorm, Whisper's layer_norm) "
+                              "to the features, as its last_hidden_state does; false takes the blocks' output as "
+                              "hidden_states[feature_layer] does. Must be false for 'clip', whose post_layernorm "
+                              "is for the pooled class token only.");
     f("image_size", image_size, "vision: square input resolution in pixels; a multiple of patch_size.");
     f("patch_size", patch_size, "vision: square patch side in pixels; one token per patch.");
     f("num_channels", num_channels, "vision: input channels.");
@@ -60,8 +76,8 @@ struct EncoderConfig {
     f("num_frames", num_frames, "audio: input frames; even, since the second conv has stride 2.");
     f("frozen", frozen, "Freeze the encoder: no gradients, no optimizer state, and no autograd graph when nothing "
                         "before it trains.");
-    f("weights", weights, "Hugging Face weights to start from: a SigLIP vision tower (vision) or a Whisper encoder "
-                          "(audio); a .safetensors file or a directory as for model.llm.weights.");
+    f("weights", weights, "Hugging Face weights to start from: a SigLIP or CLIP vision tower (vision) or a Whisper "
+                          "encoder (audio); a .safetensors file or a directory as for model.llm.weights.");
     f("weights_prefix", weights_prefix, "Prefix of the tower's tensor names in `weights` (e.g. 'vision_tower.').");
     f("projector", projector, "The projector that maps this encoder's features to the LLM's width.");
   }

@@ -6,12 +6,14 @@
 //   vision (SigLIP)      vision_model.embeddings.{patch_embedding, position_embedding},
 //                        vision_model.encoder.layers.{i}.{layer_norm1, self_attn.{q,k,v,out}_proj, layer_norm2,
 //                        mlp.fc1, mlp.fc2}, vision_model.post_layernorm
+//   vision (CLIP)        as SigLIP, plus vision_model.embeddings.class_embedding and vision_model.pre_layrnorm;
+//                        patch_embedding has no bias, post_layernorm is not used (it is for the pooled token)
 //   audio (Whisper)      model.encoder.{conv1, conv2}, model.encoder.layers.{i}.{self_attn_layer_norm,
 //                        self_attn.{q,k,v,out}_proj (k_proj has no bias), final_layer_norm, fc1, fc2},
-//                        model.encoder.layer_norm
-// q/k/v of the encoders are fused here (one [3d, d] projection) and split on export. Projectors have no Hugging
-// Face standard; they are exported as multi_modal_projector.<encoder>.linear_{1,2}. CLIP towers (class token and
-// pre-LayerNorm, which this ViT lacks) are refused by the shape and name checks rather than loaded wrongly.
+//                        model.encoder.layer_norm; model.encoder.embed_positions must equal our sinusoids
+// q/k/v of the encoders are fused here (one [3d, d] projection) and split on export. Blocks after feature_layer
+// and, without post_norm, the final LayerNorm are known but not loaded. Projectors have no Hugging Face standard;
+// they are exported as multi_modal_projector.<encoder>.linear_{1,2}.
 #pragma once
 
 #include <cstdint>

@@ -13,8 +13,10 @@
 
 namespace cornstarch {
 
-// ViT/CLIP/SigLIP patch embedding: a conv with stride = patch size, plus learned position embeddings.
-// x: [n, C, H, W] -> [n, patches, hidden].
+// ViT patch embedding: a conv with stride = patch size, plus learned position embeddings. SigLIP style: one
+// position per patch. CLIP style: a learned class token in front of the patches (its own position), no conv
+// bias, and CLIP's pre_layrnorm on the sum.
+// x: [n, C, H, W] -> [n, EncoderSequence, hidden].
 class VisionEmbed : public Layer {
  public:
   explicit VisionEmbed(const EncoderConfig& cfg);
@@ -23,6 +25,8 @@ class VisionEmbed : public Layer {
  private:
   torch::nn::Conv2d patch_{nullptr};
   torch::Tensor position_;
+  torch::Tensor class_token_;                 // CLIP only
+  torch::nn::LayerNorm pre_norm_{nullptr};   // CLIP only
 };
 
 // Whisper-encoder stem: conv(k3) + GELU, conv(k3, stride 2) + GELU, plus fixed sinusoidal positions.
@@ -37,13 +41,15 @@ class AudioEmbed : public Layer {
   torch::Tensor position_;  // buffer
 };
 
-// Final LayerNorm of an encoder.
-class EncoderNorm : public Layer {
+// What the tower hands its projector: the class token dropped (CLIP; LLaVA's "default" feature selection), then
+// the final LayerNorm when post_norm is set.
+class EncoderOutput : public Layer {
  public:
-  explicit EncoderNorm(const EncoderConfig& cfg);
+  explicit EncoderOutput(const EncoderConfig& cfg);
   torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
 
  private:
+  bool drop_class_token_;
   torch::nn::LayerNorm norm_{nullptr};
 };
 

@@ -41,10 +41,14 @@ class MultimodalModel {
   static torch::Tensor TokenLossSum(const torch::Tensor& logits, const torch::Tensor& labels);
 
   // ("encoder.vision.block.0.qkv.weight", tensor) for every parameter of the built layers, in layer order.
-  std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() const;
+  std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() const { return Named(false); }
   std::vector<torch::Tensor> TrainableParameters() const;
+  // ("encoder.audio.embed.position", tensor) for every buffer (derived, never trained) of the built layers.
+  std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers() const { return Named(true); }
 
  private:
+  std::vector<std::pair<std::string, torch::Tensor>> Named(bool buffers) const;
+
   ModelConfig config_;
   ModelSpec spec_;
   std::vector<std::shared_ptr<Layer>> layers_;

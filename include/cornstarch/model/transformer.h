@@ -25,8 +25,8 @@ TORCH_MODULE(RMSNorm);
 // RoPE tables (HF "rotate half" convention) for positions [B, S]: cos and sin, each [B, S, head_dim].
 std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& positions, int64_t head_dim, double theta);
 
-// Pre-norm ViT/CLIP/Whisper-encoder block: x + MHA(LN(x)), then x + MLP(LN(x)) with GELU (exact or tanh); full attention within
-// each instance (one image or one audio clip).
+// Pre-norm ViT/CLIP/Whisper-encoder block: x + MHA(LN(x)), then x + MLP(LN(x)) with the configured GELU (exact,
+// tanh-approximated or CLIP's quick_gelu); full attention within each instance (one image or one audio clip).
 class EncoderBlock : public Layer {
  public:
   explicit EncoderBlock(const EncoderConfig& cfg);
@@ -34,7 +34,7 @@ class EncoderBlock : public Layer {
 
  private:
   int64_t heads_;
-  torch::nn::functional::GELUFuncOptions gelu_;  // exact or tanh-approximated (model.encoders.<name>.hidden_act)
+  std::string act_;  // model.encoders.<name>.hidden_act
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, out_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
 };
