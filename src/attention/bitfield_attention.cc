@@ -10,6 +10,7 @@
 #include "cornstarch/attention/bitfield_mask.h"
 #include "cornstarch/attention/tile_mask.h"
 #include "cornstarch/util/check.h"
+#include "kernels/bitfield_attention_cuda.h"
 
 namespace cornstarch {
 
@@ -117,13 +118,36 @@ void CheckInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
   for (const auto& flags : o.query_tiles) CS_CHECK(static_cast<int64_t>(flags.size()) == nq, "query_tiles length");
   CS_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "q, k, v must be [B, H, S, D]");
   CS_CHECK(q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat && v.scalar_type() == torch::kFloat,
-           "the CPU bitfield kernel computes in fp32");
+           "the bitfield kernels compute in fp32");
   CS_CHECK(k.sizes() == v.sizes() && q.size(0) == k.size(0) && q.size(2) == k.size(2) && q.size(3) == k.size(3),
            "q ", q.sizes(), " k ", k.sizes(), " v ", v.sizes());
   CS_CHECK(q.size(1) % k.size(1) == 0, "query heads ", q.size(1), " not a multiple of kv heads ", k.size(1));
   CS_CHECK(words.dim() == 2 && words.size(0) == q.size(0) && words.size(1) == q.size(2) &&
                words.scalar_type() == torch::kLong,
            "words must be [B, S] int64");
+}
+
+// CUDA tensors: the kernels under kernels/, queued on the default stream (where LibTorch queues its own work
+// unless a caller switches streams, which this project never does).
+cuda::BitfieldAttentionParams CudaParams(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                         const torch::Tensor& words, const BitfieldAttentionOptions& o) {
+  CS_CHECK(o.query_tiles.empty(), "the CUDA bitfield kernel computes every query row (no query_tiles)");
+  CS_CHECK(k.is_cuda() && v.is_cuda() && words.is_cuda() && k.device() == q.device() && words.device() == q.device(),
+           "q, k, v and words must be on one CUDA device");
+  cuda::BitfieldAttentionParams p;
+  p.q = q.data_ptr<float>();
+  p.k = k.data_ptr<float>();
+  p.v = v.data_ptr<float>();
+  p.words = words.data_ptr<int64_t>();
+  p.batch = q.size(0), p.heads = q.size(1), p.kv_heads = k.size(1), p.seq = q.size(2), p.dim = q.size(3);
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.dim)));
+  const std::string invalid = cuda::ValidateParams(p);
+  CS_CHECK(invalid.empty(), "CUDA bitfield attention: ", invalid);
+  return p;
+}
+
+void CheckLaunch(cudaError_t e, const char* what) {
+  CS_CHECK(e == cudaSuccess, "CUDA bitfield attention ", what, ": ", cudaGetErrorString(e));
 }
 
 }  // namespace
@@ -137,6 +161,14 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
   torch::NoGradGuard no_grad;
   const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   const torch::Tensor words = words_in.contiguous();
+  if (q.is_cuda()) {
+    cuda::BitfieldAttentionParams p = CudaParams(q, k, v, words, o);
+    torch::Tensor out = torch::zeros_like(q), lse = torch::empty({p.batch, p.heads, p.seq}, q.options());
+    p.out = out.data_ptr<float>();
+    p.lse = lse.data_ptr<float>();
+    CheckLaunch(cuda::LaunchBitfieldAttentionForward(p, nullptr), "forward");
+    return {out, lse};
+  }
   const int64_t B = q.size(0), H = q.size(1), Hkv = k.size(1), n = q.size(2), D = q.size(3), group = H / Hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const std::vector<TileMask> plans = PlanTiles(words, o);
@@ -194,6 +226,21 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
   const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   const torch::Tensor words = words_in.contiguous(), lse = lse_in.contiguous();
   const torch::Tensor dout = dout_in.contiguous();
+  if (q.is_cuda()) {
+    cuda::BitfieldAttentionParams p = CudaParams(q, k, v, words, o);
+    const torch::Tensor out = out_in.contiguous();
+    torch::Tensor delta = torch::empty_like(lse), dq = torch::zeros_like(q), dk = torch::zeros_like(k),
+                  dv = torch::zeros_like(v);
+    p.out = const_cast<float*>(out.data_ptr<float>());  // read only in backward
+    p.lse = const_cast<float*>(lse.data_ptr<float>());
+    p.dout = dout.data_ptr<float>();
+    p.delta = delta.data_ptr<float>();
+    p.dq = dq.data_ptr<float>();
+    p.dk = dk.data_ptr<float>();
+    p.dv = dv.data_ptr<float>();
+    CheckLaunch(cuda::LaunchBitfieldAttentionBackward(p, nullptr), "backward");
+    return {dq, dk, dv};
+  }
   const int64_t B = q.size(0), H = q.size(1), Hkv = k.size(1), n = q.size(2), D = q.size(3), group = H / Hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const std::vector<TileMask> plans = PlanTiles(words, o);

@@ -346,6 +346,13 @@ void Validate(const Config& c) {
           t.global_batch_size);
   Require(t.grad_clip_norm >= 0, "train.grad_clip_norm", "must be >= 0 (0 disables clipping)", t.grad_clip_norm);
   Require(t.num_threads >= 0, "train.num_threads", "must be >= 0 (0 uses every core)", t.num_threads);
+  RequireOneOf("train.device", t.device, {"cpu", "cuda"});
+  if (t.device == "cuda") {
+    for (const auto& [name, degree] : {std::pair<const char*, int64_t>{"parallel.pp", c.parallel.pp}, {"parallel.cp", c.parallel.cp}}) {
+      Require(degree == 1, name, "must be 1 with train.device 'cuda' (pipeline and context parallelism run on CPU "
+              "only so far; data parallelism runs on GPUs)", degree);
+    }
+  }
 
   const OptimizerConfig& o = c.optimizer;
   RequirePositive("optimizer.lr", o.lr);
@@ -415,7 +422,8 @@ void Validate(const Config& c) {
 
   RequireOneOf("logging.level", c.logging.level, {"trace", "debug", "info", "warn", "error"});
   RequirePositive("logging.interval", c.logging.interval);
-  Require(c.logging.peak_tflops >= 0, "logging.peak_tflops", "must be >= 0 (0 measures the CPU)", c.logging.peak_tflops);
+  Require(c.logging.peak_tflops >= 0, "logging.peak_tflops",
+          "must be >= 0 (0 picks the GPU's listed peak or measures the CPU)", c.logging.peak_tflops);
 }
 
 Config ParseConfig(const std::string& yaml_text, const std::string& source,

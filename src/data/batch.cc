@@ -4,6 +4,18 @@
 
 namespace cornstarch {
 
+Batch Batch::To(const c10::Device& device) const {
+  const auto move = [&](const torch::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  Batch out;
+  out.input_ids = move(input_ids);
+  out.labels = move(labels);
+  out.positions = move(positions);
+  out.mask_words = move(mask_words);
+  for (const ModalityInput& m : modalities) out.modalities.push_back({move(m.inputs), move(m.positions), move(m.rows)});
+  out.cp = cp;
+  return out;
+}
+
 Batch ShardBatch(const Batch& full, const CpLayout& layout, int rank) {
   Batch local;
   local.input_ids = LocalRows(full.input_ids, layout, rank, 1);

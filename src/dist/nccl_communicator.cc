@@ -47,12 +47,6 @@ int NcclVersion() {
   return version;
 }
 
-int CudaDeviceCount() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
-  return count;
-}
-
 namespace {
 
 class NcclCommunicator;
@@ -145,8 +139,15 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  void Check(const at::Tensor& t, const char* op) const {
+  // Also orders the operation after the work LibTorch queued on the default stream (which produced `t`): the
+  // communicator's stream is non-blocking, so nothing else makes it wait.
+  void Check(const at::Tensor& t, const char* op) {
     CS_CHECK(t.defined() && t.is_cuda() && t.is_contiguous(), name_, " ", op, ": NCCL needs a contiguous CUDA tensor");
+    cudaEvent_t ready;
+    CS_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    CS_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
+    CS_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
+    CS_CUDA_CHECK(cudaEventDestroy(ready));
   }
   static ncclDataType_t Type(const at::Tensor& t) { return static_cast<ncclDataType_t>(NcclDataType(t.scalar_type())); }
   std::unique_ptr<Work> Record(const at::Tensor& t, std::string op) {

@@ -65,6 +65,12 @@ MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed, const
   }
 }
 
+void MultimodalModel::To(const c10::Device& device) {
+  for (const std::shared_ptr<Layer>& layer : layers_) {
+    if (layer) layer->to(device);
+  }
+}
+
 ForwardContext MultimodalModel::MakeContext(const Batch& batch) const {
   ForwardContext ctx;
   ctx.batch = &batch;
@@ -87,7 +93,7 @@ torch::Tensor MultimodalModel::Logits(const Batch& batch) {
   for (int c = 0; c < spec_.llm_chain(); ++c) {
     torch::Tensor x = batch.modalities[c].inputs;
     if (x.size(0) == 0) {  // no instance of this modality in the microbatch
-      ctx.features.push_back(torch::empty({0, config_.llm.hidden_size}));
+      ctx.features.push_back(torch::empty({0, config_.llm.hidden_size}, x.options().dtype(torch::kFloat)));
       continue;
     }
     for (int i = spec_.chains[c].begin; i < spec_.chains[c].end; ++i) x = RunLayer(i, x, ctx);

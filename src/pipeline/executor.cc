@@ -113,7 +113,7 @@ void PipelineExecutor::Forward(int mb, const Batch& batch, double loss_scale) {
     }
     if (encoder && batch.modalities[seg.chain].inputs.size(0) == 0) {
       // No instance of this modality in the microbatch: every stage of the chain passes on "no features".
-      x = torch::empty({0, model_.config().llm.hidden_size});
+      x = torch::empty({0, model_.config().llm.hidden_size}, batch.input_ids.options().dtype(torch::kFloat));
     } else {
       for (int l = seg.begin; l < seg.end; ++l) x = model_.RunLayer(l, x, f.ctx);
     }

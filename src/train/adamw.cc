@@ -38,11 +38,13 @@ void AdamW::ZeroGrad() {
 }
 
 double SquaredGradNorm(const std::vector<torch::Tensor>& params) {
-  double sum = 0.0;
+  torch::Tensor sum;  // accumulated where the gradients live: one host sync, not one per parameter
   for (const torch::Tensor& p : params) {
-    if (p.grad().defined()) sum += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
+    if (!p.grad().defined()) continue;
+    const torch::Tensor s = p.grad().to(torch::kDouble).pow(2).sum();
+    sum = sum.defined() ? sum + s : s;
   }
-  return sum;
+  return sum.defined() ? sum.item<double>() : 0.0;
 }
 
 void ScaleGrads(const std::vector<torch::Tensor>& params, double factor) {

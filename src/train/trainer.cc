@@ -13,6 +13,7 @@
 #include "cornstarch/attention/tile_mask.h"
 #include "cornstarch/data/dataset.h"
 #include "cornstarch/data/loader.h"
+#include "cornstarch/dist/nccl_communicator.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/io/hf_weights.h"
 #include "cornstarch/io/safetensors.h"
@@ -26,6 +27,7 @@
 #include "cornstarch/train/lr_schedule.h"
 #include "cornstarch/train/tensorboard.h"
 #include "cornstarch/util/check.h"
+#include "cornstarch/util/cuda_device.h"
 #include "cornstarch/util/logging.h"
 #include "cornstarch/util/torch_runtime.h"
 
@@ -79,6 +81,12 @@ void Trainer::Init() {
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     if (!(c == spec.llm_chain() ? m.llm.weights : m.encoders[c].weights).empty()) LoadHfWeights(*model_, c);
   }
+  // Initialised and loaded on the host (so a GPU run starts from the CPU run's exact weights), then moved.
+  device_ = TrainingDevice(config.train.device, runtime_.env().local_rank);
+  model_->To(device_);
+  if (device_.is_cuda() && runtime_.group(Axis::kDP).size() > 1) {
+    dp_nccl_ = MakeNcclCommunicator(runtime_.group(Axis::kDP), device_.index(), config.parallel.timeout_seconds, "dp");
+  }
   executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP),
                                                  runtime_.group(Axis::kCP));
   data_ = MakeDataset(config, seed);
@@ -99,7 +107,21 @@ void Trainer::Init() {
                                   t.micro_batch_size};
       },
       config.data.prefetch);
-  peak_flops_ = config.logging.peak_tflops > 0 ? config.logging.peak_tflops * 1e12 : MeasureGemmFlops();
+  if (config.logging.peak_tflops > 0) {
+    peak_flops_ = config.logging.peak_tflops * 1e12;
+  } else if (device_.is_cuda()) {
+    const std::string name = CudaDeviceName(device_.index());
+    peak_flops_ = GpuPeakTflops(name) * 1e12;
+    if (peak_flops_ == 0 && runtime_.rank() == 0) {
+      spdlog::warn("no peak rate known for '{}': MFU is reported as 0; set logging.peak_tflops", name);
+    }
+  } else {
+    peak_flops_ = MeasureGemmFlops();
+  }
+  if (runtime_.rank() == 0 && device_.is_cuda()) {
+    spdlog::info("training on {} GPU(s) like rank 0's {} (peak {:.0f} TFLOP/s for MFU)", runtime_.dims().world_size(),
+                 CudaDeviceName(device_.index()), peak_flops_ / 1e12);
+  }
 }
 
 double Trainer::BatchFlops(const Batch& batch) const {
@@ -207,7 +229,7 @@ StepMetrics Trainer::Step() {
                                              ParseCpSplit(config_.parallel.cp_split)),
                          cp.rank());
     }
-    micro.push_back(std::move(batch));
+    micro.push_back(device_.is_cpu() ? std::move(batch) : batch.To(device_));
   }
   const double targets = SumOver(dp, local_targets);
   m.tokens = static_cast<int64_t>(SumOver(dp, local_tokens));
@@ -217,7 +239,7 @@ StepMetrics Trainer::Step() {
   const double t2 = TraceRecorder::NowUs();
   m.loss = SumOver(runtime_.world(), stage_loss) / targets;
   // The cp ranks of a replica computed the gradients of different tokens: they add up like dp replicas.
-  grad_sync_->AllReduceSum(dp);
+  grad_sync_->AllReduceSum(dp_nccl_ ? *dp_nccl_ : dp);
   grad_sync_->AllReduceSum(cp);
   const double t3 = TraceRecorder::NowUs();
 
@@ -239,8 +261,8 @@ StepMetrics Trainer::Step() {
   ++step_;
   m.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.flops = SumOver(dp, local_flops);
-  m.mfu = m.flops / (m.step_seconds * peak_flops_ * runtime_.dims().world_size());
-  m.peak_memory_mib = PeakResidentMiB();
+  m.mfu = peak_flops_ > 0 ? m.flops / (m.step_seconds * peak_flops_ * runtime_.dims().world_size()) : 0;
+  m.peak_memory_mib = device_.is_cuda() ? CudaMemoryUsedMiB(device_.index()) : PeakResidentMiB();
   return m;
 }
 

@@ -1,5 +1,6 @@
 #include "cornstarch/util/torch_runtime.h"
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -8,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+
+#include "cornstarch/util/check.h"
 
 namespace cornstarch {
 
@@ -46,6 +49,20 @@ double MeasureGemmFlops() {
   }
   SetBlasThreads(1);
   return 2.0 * 512 * 512 * 512 / best;
+}
+
+c10::Device TrainingDevice(const std::string& device, int local_rank) {
+  if (device == "cpu") return c10::Device(c10::kCPU);
+  if (!torch::cuda::is_available()) {
+    throw Error("train.device: 'cuda' needs a CUDA build of LibTorch and a visible GPU; this process runs LibTorch " +
+                std::string(TORCH_VERSION) + " and sees no CUDA device");
+  }
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  if (local_rank >= count) {
+    throw Error("train.device: local rank " + std::to_string(local_rank) + " has no GPU of its own (" +
+                std::to_string(count) + " visible on this node); start at most one rank per GPU");
+  }
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 }
 
 std::string DescribeTorchRuntime() {

@@ -192,6 +192,7 @@ struct TrainConfig {
   int64_t seed = 0;
   double grad_clip_norm = 1.0;
   int64_t num_threads = 0;
+  std::string device = "cpu";
 
   template <class F>
   void Fields(F&& f) {
@@ -201,6 +202,8 @@ struct TrainConfig {
     f("seed", seed, "Seed of weight init and data; equal seeds give identical runs.");
     f("grad_clip_norm", grad_clip_norm, "Clip the global gradient norm to this value; 0 disables clipping.");
     f("num_threads", num_threads, "Intra-op CPU threads per rank; 0 shares the node's cores among its ranks.");
+    f("device", device, "'cpu', or 'cuda': each rank trains on GPU local_rank (needs a CUDA build of LibTorch), "
+                        "gradients summed over NCCL; pipeline and context parallelism run on 'cpu' only so far.");
   }
 };
 
@@ -285,7 +288,9 @@ struct LoggingConfig {
                                           "grad norm, tokens/s, step time, MFU, memory), written by rank 0; empty "
                                           "disables it.");
     f("peak_tflops", peak_tflops, "Peak TFLOP/s of one rank for MFU (e.g. 989 for H100 bf16, 312 for A100 bf16); "
-                                  "0 measures this CPU's fp32 GEMM rate at start-up.");
+                                  "0: on cuda the GPU's dense bf16 peak from a table of common GPUs (MFU 0 with a "
+                                  "warning if the GPU is not listed), on cpu this CPU's fp32 GEMM rate measured at "
+                                  "start-up.");
     f("trace_path", trace_path, "Chrome-trace/Perfetto JSON of the measured execution of every rank, written by "
                                 "rank 0 at the end (with an SVG of the measured vs planned pipeline next to it); "
                                 "empty disables tracing.");

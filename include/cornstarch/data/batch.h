@@ -28,6 +28,9 @@ struct Batch {
   // rank's tokens only ([B, S/cp]) while mask_words stays whole: attention needs every key's word.
   CpLayout cp;
 
+  // Every tensor on `device` (the cp layout stays on the host: only planning code reads it).
+  Batch To(const c10::Device& device) const;
+
   int64_t batch_size() const { return input_ids.size(0); }
   int64_t seq_len() const { return input_ids.size(1); }
 };

@@ -20,9 +20,7 @@ std::unique_ptr<Communicator> MakeNcclCommunicator(Communicator& bootstrap, int 
 // NCCL's data type (ncclDataType_t as int) for a tensor dtype; throws for dtypes NCCL cannot move.
 int NcclDataType(at::ScalarType type);
 
-// The linked NCCL's version code (e.g. 22809 for 2.28.9) and the number of visible CUDA devices (0 without a GPU
-// or driver).
+// The linked NCCL's version code (e.g. 22809 for 2.28.9).
 int NcclVersion();
-int CudaDeviceCount();
 
 }  // namespace cornstarch

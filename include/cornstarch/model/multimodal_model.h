@@ -23,6 +23,9 @@ class MultimodalModel {
   // Builds only `layers` (indices into spec().layers): a pipeline stage's share of the model.
   MultimodalModel(const ModelConfig& config, uint64_t seed, const std::vector<int>& layers);
 
+  // Moves the built layers' parameters and buffers to `device` (parameters keep their identity and requires_grad).
+  void To(const c10::Device& device);
+
   const ModelSpec& spec() const { return spec_; }
   const ModelConfig& config() const { return config_; }
   bool has_layer(int index) const { return layers_.at(index) != nullptr; }

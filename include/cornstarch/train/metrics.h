@@ -17,7 +17,7 @@ struct StepMetrics {
   double step_seconds = 0;
   double flops = 0;         // model FLOPs executed by all ranks: frozen-aware backward, allowed attention pairs only
   double mfu = 0;           // flops / (step_seconds * peak FLOP/s * ranks)
-  double peak_memory_mib = 0;  // this process's peak resident memory
+  double peak_memory_mib = 0;  // this process's peak resident memory (cpu), or the GPU's memory in use (cuda)
   double tokens_per_second() const { return step_seconds > 0 ? tokens / step_seconds : 0; }
 };
 

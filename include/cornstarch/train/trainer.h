@@ -4,6 +4,8 @@
 // (logged and written by rank 0 only).
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@ class MultimodalModel;
 class PipelineExecutor;
 struct PipelinePlan;
 class BatchLoader;
+class Communicator;
 class Dataset;
 
 class Trainer {
@@ -72,7 +75,9 @@ class Trainer {
   std::unique_ptr<BatchLoader> loader_;  // this rank's microbatches from step_ on
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
-  double peak_flops_ = 0;  // of one rank, for MFU
+  std::unique_ptr<Communicator> dp_nccl_;  // train.device 'cuda' with dp > 1: the gradient sums
+  c10::Device device_{c10::kCPU};          // train.device
+  double peak_flops_ = 0;  // of one rank, for MFU; 0: unknown (MFU reported as 0)
   int64_t step_ = 0;
   int64_t resumed_at_ = 0;
   TraceRecorder trace_;  // the checkpoint's step, when resumed

@@ -1,6 +1,8 @@
 // Process-wide LibTorch settings, and the one place for what differs between LibTorch versions.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <string>
 
@@ -16,6 +18,10 @@ void SetBlasThreads(int threads);
 
 // fp32 GEMM rate (FLOP/s) of this process with its current threads: the MFU peak on CPUs.
 double MeasureGemmFlops();
+
+// The device train.device names for the rank with this local rank: the CPU, or GPU `local_rank`. Throws Error
+// when 'cuda' cannot be had (a CPU-only LibTorch, no GPU, fewer GPUs than ranks on the node).
+c10::Device TrainingDevice(const std::string& device, int local_rank);
 
 // "LibTorch 1.13.0, 2 threads, oneDNN off" — for the start-up log line.
 std::string DescribeTorchRuntime();
