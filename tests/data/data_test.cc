@@ -23,20 +23,21 @@
 #include "cornstarch/data/tokenizer.h"
 #include "cornstarch/model/model_spec.h"
 #include "tests/error_of.h"
+#include "tests/temp_path.h"
 
 using namespace cornstarch;
 using cornstarch::testing::ErrorOf;
 using Catch::Matchers::Contains;
+using cornstarch::testing::TempPath;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string Tmp(const std::string& name) { return std::string(std::getenv("TEST_TMPDIR")) + "/" + name; }
 
 // One generated dataset for the whole binary.
 const std::string& DemoDir() {
   static const std::string dir = [] {
-    const std::string d = Tmp("demo");
+    const std::string d = TempPath("demo");
     WriteDemoDataset(d, {});
     return d;
   }();
@@ -54,12 +55,12 @@ std::string ReadText(const std::string& path) {
 std::vector<std::vector<int64_t>> SpmEncode(const std::string& model, const std::vector<std::string>& lines) {
   std::string input;
   for (const std::string& l : lines) input += l + "\n";
-  WriteText(Tmp("spm_in.txt"), input);
-  const std::string cmd = "spm_encode --model=" + model + " --output_format=id < " + Tmp("spm_in.txt") + " > " +
-                          Tmp("spm_out.txt");
+  WriteText(TempPath("spm_in.txt"), input);
+  const std::string cmd = "spm_encode --model=" + model + " --output_format=id < " + TempPath("spm_in.txt") + " > " +
+                          TempPath("spm_out.txt");
   REQUIRE(std::system(cmd.c_str()) == 0);
   std::vector<std::vector<int64_t>> ids;
-  std::istringstream out(ReadText(Tmp("spm_out.txt")));
+  std::istringstream out(ReadText(TempPath("spm_out.txt")));
   for (std::string line; std::getline(out, line);) {
     std::istringstream nums(line);
     ids.emplace_back();
@@ -103,40 +104,40 @@ TEST_CASE("the native BPE tokenizer gives spm_encode's ids", "[data][tokenizer]"
 }
 
 TEST_CASE("tokenizer: unknown runs without byte fallback, and bad model files", "[data][tokenizer]") {
-  WriteText(Tmp("corpus.txt"), ReadText(DemoDir() + "/tokenizer_corpus.txt"));
-  TrainSentencePiece(Tmp("corpus.txt"), Tmp("nobytes"), 120, "", "--byte_fallback=false");
-  const Tokenizer tok(Tmp("nobytes.model"));
+  WriteText(TempPath("corpus.txt"), ReadText(DemoDir() + "/tokenizer_corpus.txt"));
+  TrainSentencePiece(TempPath("corpus.txt"), TempPath("nobytes"), 120, "", "--byte_fallback=false");
+  const Tokenizer tok(TempPath("nobytes.model"));
   const std::vector<std::string> lines = {"It is 漢字漢字 and ~~ purple.", "  more  spaces  "};
-  const auto expected = SpmEncode(Tmp("nobytes.model"), lines);
+  const auto expected = SpmEncode(TempPath("nobytes.model"), lines);
   for (size_t i = 0; i < lines.size(); ++i) CHECK(tok.Encode(lines[i]) == expected[i]);
 
-  CHECK(ErrorOf([] { Tokenizer t(Tmp("absent.model")); }) == Tmp("absent.model") + ": cannot open the tokenizer model");
-  WriteText(Tmp("garbage.model"), "\xff\xff\xff\xff this is not protobuf");
-  CHECK_THROWS_WITH(Tokenizer(Tmp("garbage.model")), Contains("garbage.model: not a sentencepiece model"));
-  TrainSentencePiece(Tmp("corpus.txt"), Tmp("unigram"), 60, "", "--model_type=unigram --byte_fallback=false");
-  CHECK_THROWS_WITH(Tokenizer(Tmp("unigram.model")), Contains("only BPE models"));
+  CHECK(ErrorOf([] { Tokenizer t(TempPath("absent.model")); }) == TempPath("absent.model") + ": cannot open the tokenizer model");
+  WriteText(TempPath("garbage.model"), "\xff\xff\xff\xff this is not protobuf");
+  CHECK_THROWS_WITH(Tokenizer(TempPath("garbage.model")), Contains("garbage.model: not a sentencepiece model"));
+  TrainSentencePiece(TempPath("corpus.txt"), TempPath("unigram"), 60, "", "--model_type=unigram --byte_fallback=false");
+  CHECK_THROWS_WITH(Tokenizer(TempPath("unigram.model")), Contains("only BPE models"));
 }
 
 TEST_CASE("LLaVA JSON and JSONL files, and their format errors", "[data][json]") {
-  WriteText(Tmp("a.json"), R"([{"id": 7, "image": ["x.png", "y.png"], "conversations": [
+  WriteText(TempPath("a.json"), R"([{"id": 7, "image": ["x.png", "y.png"], "conversations": [
       {"from": "human", "value": "<image><image> hi"}, {"from": "gpt", "value": "yo"}]},
       {"conversations": [{"from": "human", "value": "text only"}, {"from": "gpt", "value": "ok"}]}])");
-  const auto json = ReadConversations(Tmp("a.json"));
+  const auto json = ReadConversations(TempPath("a.json"));
   REQUIRE(json.size() == 2);
   CHECK(json[0].id == "7");
   CHECK(json[0].images == std::vector<std::string>{"x.png", "y.png"});
   CHECK(json[1].images.empty());
   CHECK(json[1].turns[1].value == "ok");
-  WriteText(Tmp("a.jsonl"), "{\"audio\": \"a.wav\", \"conversations\": [{\"from\": \"human\", \"value\": \"q\"}]}\n\n"
+  WriteText(TempPath("a.jsonl"), "{\"audio\": \"a.wav\", \"conversations\": [{\"from\": \"human\", \"value\": \"q\"}]}\n\n"
                             "{\"conversations\": [}\n");
-  CHECK_THROWS_WITH(ReadConversations(Tmp("a.jsonl")), Contains("a.jsonl:3: malformed JSON"));
-  WriteText(Tmp("b.jsonl"), "{\"id\": \"x\", \"conversations\": []}\n");
-  CHECK_THROWS_WITH(ReadConversations(Tmp("b.jsonl")), Contains("b.jsonl:1 (sample 0): expected \"conversations\""));
-  WriteText(Tmp("c.json"), "{\"conversations\": 1}");
-  CHECK_THROWS_WITH(ReadConversations(Tmp("c.json")), Contains("c.json: expected a JSON array"));
-  WriteText(Tmp("d.json"), "[{\"image\": 3, \"conversations\": [{\"from\": \"human\", \"value\": \"q\"}]}]");
-  CHECK_THROWS_WITH(ReadConversations(Tmp("d.json")), Contains("d.json: sample 0: \"image\" must be a path"));
-  CHECK_THROWS_WITH(ReadConversations(Tmp("none.json")), Contains("none.json: cannot open"));
+  CHECK_THROWS_WITH(ReadConversations(TempPath("a.jsonl")), Contains("a.jsonl:3: malformed JSON"));
+  WriteText(TempPath("b.jsonl"), "{\"id\": \"x\", \"conversations\": []}\n");
+  CHECK_THROWS_WITH(ReadConversations(TempPath("b.jsonl")), Contains("b.jsonl:1 (sample 0): expected \"conversations\""));
+  WriteText(TempPath("c.json"), "{\"conversations\": 1}");
+  CHECK_THROWS_WITH(ReadConversations(TempPath("c.json")), Contains("c.json: expected a JSON array"));
+  WriteText(TempPath("d.json"), "[{\"image\": 3, \"conversations\": [{\"from\": \"human\", \"value\": \"q\"}]}]");
+  CHECK_THROWS_WITH(ReadConversations(TempPath("d.json")), Contains("d.json: sample 0: \"image\" must be a path"));
+  CHECK_THROWS_WITH(ReadConversations(TempPath("none.json")), Contains("none.json: cannot open"));
 }
 
 TEST_CASE("a conversation becomes the prompt format with expanded placeholders and assistant-only labels",
@@ -295,7 +296,7 @@ TEST_CASE("llava batches: packed samples isolated, positions restart, features a
 }
 
 TEST_CASE("bad samples: an error naming file and sample, or skipped and counted", "[data][dataset]") {
-  const std::string dir = Tmp("bad");
+  const std::string dir = TempPath("bad");
   fs::create_directories(dir + "/media");
   fs::copy_file(DemoDir() + "/media/demo-0.png", dir + "/media/good.png", fs::copy_options::overwrite_existing);
   WriteText(dir + "/media/broken.png", "\x89PNG\r\n\x1a\nnot really");

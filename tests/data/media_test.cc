@@ -12,15 +12,16 @@
 #include "cornstarch/data/audio.h"
 #include "cornstarch/data/image.h"
 #include "cornstarch/util/check.h"
+#include "tests/temp_path.h"
 
 using namespace cornstarch;
 using Catch::Matchers::Contains;
+using cornstarch::testing::TempPath;
 
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-std::string TempPath(const std::string& name) { return std::string(std::getenv("TEST_TMPDIR")) + "/" + name; }
 
 Image Gradient(int w, int h) {
   Image img{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h * 3)};

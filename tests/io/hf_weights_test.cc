@@ -17,18 +17,15 @@
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/util/check.h"
 #include "tests/error_of.h"
+#include "tests/temp_path.h"
 
 using namespace cornstarch;
 using cornstarch::testing::ErrorOf;
 using Catch::Matchers::Contains;
+using cornstarch::testing::TempPath;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string Tmp(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return (fs::path(dir ? dir : "/tmp") / name).string();
-}
 
 Config WithWeights(const std::string& path, std::vector<std::string> more = {}) {
   std::vector<std::string> o = {"model.encoders.vision.type=vision", "model.encoders.audio.type=audio",
@@ -63,8 +60,8 @@ void Write(const std::string& path, const std::map<std::string, torch::Tensor>& 
 }  // namespace
 
 TEST_CASE("export then load reproduces every tower's weights, from one file or a sharded index", "[hf]") {
-  const std::string file = Tmp("hf/model.safetensors");
-  fs::create_directories(Tmp("hf"));
+  const std::string file = TempPath("hf/model.safetensors");
+  fs::create_directories(TempPath("hf"));
   const Config cfg = WithWeights(file);
   MultimodalModel source(cfg.model, 1);
   ExportHfWeights(source, file);
@@ -75,7 +72,7 @@ TEST_CASE("export then load reproduces every tower's weights, from one file or a
   CHECK(!names.count("model.encoder.layers.0.self_attn.k_proj.bias"));  // Whisper has none
   CHECK(names.count("multi_modal_projector.vision.linear_2.weight"));
 
-  for (const std::string& where : {file, Tmp("hf")}) {  // the file, and its directory
+  for (const std::string& where : {file, TempPath("hf")}) {  // the file, and its directory
     MultimodalModel target(cfg.model, 2);
     LoadAll(target);
     const auto a = Params(source), b = Params(target);
@@ -87,7 +84,7 @@ TEST_CASE("export then load reproduces every tower's weights, from one file or a
     }
   }
   // Sharded: split the tensors over two files and an index.
-  const std::string dir = Tmp("hf-sharded");
+  const std::string dir = TempPath("hf-sharded");
   fs::create_directories(dir);
   std::map<std::string, torch::Tensor> first, second;
   nlohmann::json map;
@@ -105,7 +102,7 @@ TEST_CASE("export then load reproduces every tower's weights, from one file or a
 }
 
 TEST_CASE("Hugging Face projections land in the fused layout; tied embeddings fill lm_head", "[hf]") {
-  const std::string file = Tmp("hf-values.safetensors");
+  const std::string file = TempPath("hf-values.safetensors");
   const Config cfg = WithWeights(file);
   MultimodalModel source(cfg.model, 1);
   ExportHfWeights(source, file);
@@ -132,7 +129,7 @@ TEST_CASE("Hugging Face projections land in the fused layout; tied embeddings fi
 }
 
 TEST_CASE("missing, unexpected and mis-shaped tensors are errors naming the file and tensors", "[hf]") {
-  const std::string file = Tmp("hf-good.safetensors");
+  const std::string file = TempPath("hf-good.safetensors");
   const Config cfg = WithWeights(file);
   MultimodalModel source(cfg.model, 1);
   ExportHfWeights(source, file);
@@ -141,7 +138,7 @@ TEST_CASE("missing, unexpected and mis-shaped tensors are errors naming the file
                   std::vector<std::string> more = {}) {
     auto t = good;
     edit(t);
-    const std::string path = Tmp(name);
+    const std::string path = TempPath(name);
     Write(path, t);
     return ErrorOf([&] {
       MultimodalModel m(WithWeights(path, more).model, 2);
@@ -169,16 +166,16 @@ TEST_CASE("missing, unexpected and mis-shaped tensors are errors naming the file
                t = moved;
              },
              {"model.encoders.vision.weights_prefix=vision_tower."}) == "no error");
-  fs::create_directories(Tmp("empty-dir"));
+  fs::create_directories(TempPath("empty-dir"));
   CHECK_THAT(ErrorOf([&] {
-               MultimodalModel m(WithWeights(Tmp("empty-dir")).model, 2);
+               MultimodalModel m(WithWeights(TempPath("empty-dir")).model, 2);
                LoadHfWeights(m, 2);
              }),
              Contains("empty-dir: neither model.safetensors nor model.safetensors.index.json"));
 }
 
 TEST_CASE("a trained model exported by the trainer starts the next run", "[hf]") {
-  const std::string dir = Tmp("hf-export");
+  const std::string dir = TempPath("hf-export");
   fs::remove_all(dir);
   const std::vector<std::string> base = {"train.steps=2", "optimizer.warmup_steps=1", "logging.metrics_path=",
                                          "logging.level=warn", "train.num_threads=1",
@@ -286,7 +283,7 @@ torch::Tensor TowerFeatures(MultimodalModel& m, int chain, torch::Tensor x) {
 
 TEST_CASE("a CLIP tower loads from Hugging Face names and computes CLIP's penultimate-layer patch features", "[hf]") {
   const int64_t d = 16, ff = 32, patch = 4, heads = 2;
-  const std::string file = Tmp("clip.safetensors");
+  const std::string file = TempPath("clip.safetensors");
   const auto ckpt = ClipCheckpoint(d, ff, patch, 10, 3);  // 3 x 3 patches + the class token; 3 blocks
   Write(file, ckpt);
   const std::vector<std::string> clip = {
@@ -315,7 +312,7 @@ TEST_CASE("a CLIP tower loads from Hugging Face names and computes CLIP's penult
   CHECK(!torch::allclose(ours.to(torch::kDouble), ClipReference(ckpt, pixels, heads, patch, 1e-5, 3), 1e-2, 1e-2));
 
   // Export writes CLIP's names (no patch bias, class embedding, pre_layrnorm), and they load back.
-  const std::string exported = Tmp("clip-export.safetensors");
+  const std::string exported = TempPath("clip-export.safetensors");
   ExportHfWeights(m, exported);
   const auto back = ReadAll(exported);
   CHECK(back.count("vision_model.embeddings.class_embedding"));
@@ -345,7 +342,7 @@ TEST_CASE("a CLIP tower loads from Hugging Face names and computes CLIP's penult
 }
 
 TEST_CASE("Whisper's embed_positions are compared with our sinusoids, not ignored", "[hf]") {
-  const std::string file = Tmp("whisper.safetensors");
+  const std::string file = TempPath("whisper.safetensors");
   const Config cfg = ParseConfig("", "w.yaml", {"model.encoders.audio.type=audio", "model.encoders.audio.weights=" + file,
                                                  "model.encoders.audio.hidden_size=16", "model.encoders.audio.num_heads=2",
                                                  "model.encoders.audio.num_frames=8"});

@@ -10,16 +10,13 @@
 
 #include "cornstarch/io/safetensors.h"
 #include "cornstarch/util/check.h"
+#include "tests/temp_path.h"
 
 using namespace cornstarch;
 using Catch::Matchers::Contains;
+using cornstarch::testing::TempPath;
 
 namespace {
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
 
 // 8-byte little-endian length, the header text, then the data bytes.
 std::string FileBytes(const std::string& header, const std::string& data, uint64_t length = UINT64_MAX) {

@@ -11,16 +11,13 @@
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/train/checkpoint.h"
 #include "cornstarch/train/trainer.h"
+#include "tests/temp_path.h"
 
 using namespace cornstarch;
+using cornstarch::testing::TempPath;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string Dir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return (fs::path(tmp ? tmp : "/tmp") / name).string();
-}
 
 Config MakeConfig(const std::string& dir, std::vector<std::string> more = {}) {
   // FLOP costs: a profiled plan could differ between the runs compared here.
@@ -50,12 +47,12 @@ void CheckContinues(const std::vector<StepMetrics>& got, const std::vector<StepM
 TEST_CASE("pp = 2 resumes bitwise, and its checkpoint re-shards onto pp = 1 and dp = 2", "[checkpoint]") {
   const LaunchEnv env = DetectLaunchEnv();
   REQUIRE(env.world_size == 2);
-  const Config cfg = MakeConfig(Dir("pp2"));
+  const Config cfg = MakeConfig(TempPath("pp2"));
   DistRuntime runtime(cfg.parallel, env, nullptr, nullptr);
-  if (env.rank == 0) fs::remove_all(Dir("pp2")), fs::remove_all(Dir("pp2-full"));
+  if (env.rank == 0) fs::remove_all(TempPath("pp2")), fs::remove_all(TempPath("pp2-full"));
   runtime.world().Barrier();
 
-  Trainer full(MakeConfig(Dir("pp2-full")), runtime);
+  Trainer full(MakeConfig(TempPath("pp2-full")), runtime);
   const std::vector<StepMetrics> expected = full.Run();
   {
     Trainer killed(cfg, runtime);
@@ -64,22 +61,22 @@ TEST_CASE("pp = 2 resumes bitwise, and its checkpoint re-shards onto pp = 1 and 
       if (i % 3 == 0) killed.Save();
     }
   }
-  const std::string step6 = Dir("pp2") + "/" + CheckpointDirName(6);
+  const std::string step6 = TempPath("pp2") + "/" + CheckpointDirName(6);
   {
     INFO("pp = 2 from its own checkpoint");
-    Trainer resumed(MakeConfig(Dir("pp2"), {"checkpoint.resume=latest"}), runtime);
+    Trainer resumed(MakeConfig(TempPath("pp2"), {"checkpoint.resume=latest"}), runtime);
     CHECK(resumed.step() == 6);
     CheckContinues(resumed.Run(), expected, 0);
   }
   {
     INFO("pp = 1, one process per rank");
-    Trainer solo(MakeConfig(Dir("solo-" + std::to_string(env.rank)),
+    Trainer solo(MakeConfig(TempPath("solo-" + std::to_string(env.rank)),
                             {"parallel.pp=1", "checkpoint.resume=" + step6}));
     CheckContinues(solo.Run(), expected, 1e-5);
   }
   {
     INFO("dp = 2");
-    const Config dp2 = MakeConfig(Dir("dp2"), {"parallel.pp=1", "parallel.dp=2", "checkpoint.resume=" + step6});
+    const Config dp2 = MakeConfig(TempPath("dp2"), {"parallel.pp=1", "parallel.dp=2", "checkpoint.resume=" + step6});
     DistRuntime dp_runtime(dp2.parallel, env, nullptr, nullptr);
     Trainer replicas(dp2, dp_runtime);
     CheckContinues(replicas.Run(), expected, 1e-5);

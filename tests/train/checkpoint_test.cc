@@ -15,19 +15,20 @@
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/util/check.h"
 #include "tests/error_of.h"
+#include "tests/temp_path.h"
 
 using namespace cornstarch;
 using cornstarch::testing::ErrorOf;
 using Catch::Matchers::Contains;
+using cornstarch::testing::TempPath;
 namespace fs = std::filesystem;
 
 namespace {
 
 std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / name;
+  const std::string dir = TempPath(name);
   fs::remove_all(dir);
-  return dir.string();
+  return dir;
 }
 
 Config MakeConfig(const std::string& dir, std::vector<std::string> more = {}) {

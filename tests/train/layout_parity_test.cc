@@ -15,8 +15,10 @@
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/trainer.h"
+#include "tests/temp_path.h"
 
 using namespace cornstarch;
+using cornstarch::testing::TempPath;
 
 namespace {
 
@@ -72,7 +74,7 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
                                           "parallel.timeout_seconds=120"};
     if (v.config == "configs/tiny-llava-data.yaml") {
       static const std::string dir = [&] {
-        const std::string d = std::string(std::getenv("TEST_TMPDIR")) + "/demo-r" + std::to_string(env.rank);
+        const std::string d = TempPath("demo-r" + std::to_string(env.rank));
         WriteDemoDataset(d, {});
         return d;
       }();

@@ -8,8 +8,10 @@
 #include <string>
 
 #include "cornstarch/train/tensorboard.h"
+#include "tests/temp_path.h"
 
 using namespace cornstarch;
+using cornstarch::testing::TempPath;
 
 namespace {
 
@@ -97,7 +99,7 @@ TEST_CASE("CRC-32C matches the standard check value", "[tensorboard]") {
 }
 
 TEST_CASE("the event file holds framed, checksummed events with the per-step scalars", "[tensorboard]") {
-  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/tb";
+  const std::string dir = TempPath("tb");
   std::string path;
   {
     TensorBoardWriter w(dir);

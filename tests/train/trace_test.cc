@@ -13,14 +13,15 @@
 #include "cornstarch/config/config.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/train/trainer.h"
+#include "tests/temp_path.h"
 
 using namespace cornstarch;
+using cornstarch::testing::TempPath;
 
 TEST_CASE("the merged trace has matched events for every rank", "[trace]") {
   const LaunchEnv env = DetectLaunchEnv();
   REQUIRE(env.world_size == 2);
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(tmp ? tmp : "/tmp") + "/trace/job.json";
+  const std::string path = TempPath("trace/job.json");
   const Config cfg = LoadConfig("configs/tiny-llava.yaml",
                                 {"train.steps=3", "optimizer.warmup_steps=1", "logging.metrics_path=",
                                  "logging.level=warn", "train.num_threads=1", "parallel.pipeline_costs=flops",
