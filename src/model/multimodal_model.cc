@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "cornstarch/model/chain_ends.h"
+#include "cornstarch/model/recompute.h"
 #include "cornstarch/model/transformer.h"
 #include "cornstarch/util/check.h"
 #include "cornstarch/util/random.h"
@@ -81,7 +82,10 @@ ForwardContext MultimodalModel::MakeContext(const Batch& batch) const {
 
 torch::Tensor MultimodalModel::RunLayer(int index, const torch::Tensor& x, ForwardContext& ctx) {
   CS_CHECK(layers_.at(index), "layer ", spec_.layers[index].name, " is not built in this process");
-  if (spec_.layers[index].needs_graph) return layers_[index]->Forward(x, ctx);
+  if (spec_.layers[index].needs_graph) {
+    if (spec_.layers[index].recompute) return Recompute(*layers_[index], x, ctx);
+    return layers_[index]->Forward(x, ctx);
+  }
   torch::NoGradGuard no_grad;
   return layers_[index]->Forward(x, ctx);
 }

@@ -80,7 +80,8 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
           params = d + d * v, per_token = 2 * d + 2 * v;  // norm in/out, logits and their log-softmax
         } else {
           params = 2 * d + d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0);
-          per_token = 4 * d + 2 * q + 3 * kv + q + 4 * ff;  // norms, q/k/v before and after RoPE, output, MLP
+          // Recomputed: the input only; else norms, q/k/v before and after RoPE, output, MLP.
+          per_token = spec.layers[i].recompute ? d : 4 * d + 2 * q + 3 * kv + q + 4 * ff;
         }
       } else {
         const EncoderConfig& e = model.encoders[c];
@@ -101,7 +102,8 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         } else {
           tokens = b * static_cast<double>(EncoderSequence(e));
           params = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d);
-          per_token = 10 * d + 2 * ff;  // norms, qkv, attention output, residuals, MLP before and after GELU
+          // Recomputed: the input only; else norms, qkv, attention output, residuals, MLP before and after GELU.
+          per_token = spec.layers[i].recompute ? d : 10 * d + 2 * ff;
         }
       }
       out[i].parameters = params;
@@ -119,6 +121,7 @@ std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector
     costs[i].forward = forward[i];
     // needs_graph of a frozen layer is exactly "something trainable before it": it must pass gradients back.
     costs[i].backward = l.trainable ? 2 * forward[i] : l.needs_graph ? forward[i] : 0.0;
+    if (l.recompute) costs[i].backward += forward[i];  // its forward runs again first
   }
   return costs;
 }

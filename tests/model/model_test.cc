@@ -268,3 +268,68 @@ TEST_CASE("the encoder MLP uses the configured GELU: exact erf, the tanh approxi
   CHECK_THROWS_WITH(MakeConfig({"model.encoders.v.type=vision", "model.encoders.v.hidden_act=relu"}),
                     "model.encoders.v.hidden_act: must be one of 'gelu', 'gelu_tanh', 'quick_gelu', got 'relu'");
 }
+
+TEST_CASE("activation checkpointing recomputes the blocks and leaves every gradient unchanged", "[model]") {
+  ConfigureTorchRuntime(1);
+  const std::vector<std::vector<std::string>> freezing = {
+      {},
+      {"model.encoders.vision.frozen=true"},
+      {"model.encoders.vision.frozen=true", "model.encoders.vision.projector.frozen=true"},
+      {"model.llm.frozen=true", "model.encoders.audio.frozen=true"},
+  };
+  for (const auto& frozen : freezing) {
+    std::vector<std::string> overrides = {"model.encoders.vision.type=vision", "model.encoders.audio.type=audio"};
+    overrides.insert(overrides.end(), frozen.begin(), frozen.end());
+    INFO("frozen: " << (frozen.empty() ? "nothing" : frozen.back()));
+    std::map<std::string, torch::Tensor> grads[2];
+    double losses[2];
+    for (int recompute = 0; recompute < 2; ++recompute) {
+      overrides.push_back("model.activation_checkpointing=" + std::string(recompute ? "true" : "false"));
+      const Config cfg = MakeConfig(overrides);
+      overrides.pop_back();
+      MultimodalModel model(cfg.model, 7);
+      SyntheticDataset data(cfg.model, cfg.data, 7);
+      const Batch batch = data.Get(2, 3);
+      const torch::Tensor loss = MultimodalModel::TokenLossSum(model.Logits(batch), batch.labels);
+      loss.backward();
+      losses[recompute] = loss.item<double>();
+      for (const auto& [name, p] : model.NamedParameters()) {
+        if (p.requires_grad()) grads[recompute][name] = p.grad();
+      }
+      // Blocks that record a graph are recomputed; embed layers (which read the encoders' features) never are.
+      ForwardContext ctx = model.MakeContext(batch);
+      const int block = model.spec().chains[0].begin + 1;
+      REQUIRE(model.spec().layers[block].name.find(".block.0") != std::string::npos);
+      const torch::Tensor x = model.RunLayer(block - 1, batch.modalities[0].inputs, ctx);
+      const torch::Tensor y = model.RunLayer(block, x, ctx);
+      const bool recorded = model.spec().layers[block].needs_graph;
+      REQUIRE(static_cast<bool>(y.grad_fn()) == recorded);
+      CHECK(model.spec().layers[block].recompute == (recorded && recompute == 1));
+      if (recorded) CHECK((y.grad_fn()->name().find("RecomputeFunction") != std::string::npos) == (recompute == 1));
+    }
+    CHECK(losses[0] == losses[1]);
+    // The planner sees it: recomputed blocks keep only their input and pay one more forward in backward.
+    Config plain = MakeConfig(overrides), recomputed = plain;
+    recomputed.model.activation_checkpointing = true;
+    const ModelSpec spec0 = BuildModelSpec(plain.model), spec1 = BuildModelSpec(recomputed.model);
+    const auto memory0 = EstimateLayerMemory(plain.model, spec0, 64, 2);
+    const auto memory1 = EstimateLayerMemory(recomputed.model, spec1, 64, 2);
+    const std::vector<double> forward(spec0.layers.size(), 1.0);
+    const auto costs0 = FrozenAwareCosts(spec0, forward), costs1 = FrozenAwareCosts(spec1, forward);
+    for (size_t i = 0; i < spec0.layers.size(); ++i) {
+      INFO(spec0.layers[i].name);
+      CHECK(costs1[i].backward == costs0[i].backward + (spec1.layers[i].recompute ? 1.0 : 0.0));
+      if (spec1.layers[i].recompute) CHECK(memory1[i].activation_bytes < memory0[i].activation_bytes / 4);
+      else CHECK(memory1[i].activation_bytes == memory0[i].activation_bytes);
+    }
+    REQUIRE(grads[0].size() == grads[1].size());
+    REQUIRE(!grads[0].empty());
+    for (const auto& [name, g] : grads[0]) {
+      INFO(name);
+      REQUIRE(grads[1].count(name));
+      REQUIRE(g.defined() == grads[1][name].defined());
+      // The same operations on the same values: equal to float rounding (1e-6 of the largest entry).
+      if (g.defined()) CHECK((g - grads[1][name]).abs().max().item<double>() <= 1e-6 * (g.abs().max().item<double>() + 1e-12));
+    }
+  }
+}

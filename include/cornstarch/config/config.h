@@ -121,12 +121,17 @@ struct ModelConfig {
   LlmConfig llm;
   std::vector<EncoderConfig> encoders;
   double init_std = 0.02;
+  bool activation_checkpointing = false;
 
   template <class F>
   void Fields(F&& f) {
     f("llm", llm, "The decoder LLM.");
     f("encoders", encoders, "Modality encoders by name, in order; each feeds its projected features to the LLM.");
     f("init_std", init_std, "Standard deviation of the normal init of linear and embedding weights.");
+    f("activation_checkpointing", activation_checkpointing,
+      "Keep only each transformer block's input for backward and run its forward again there (encoders and "
+      "LLM): less activation memory for about one more forward of the blocks; gradients are unchanged, MFU "
+      "does not count the recomputation.");
   }
 };
 

@@ -19,6 +19,9 @@ struct LayerSpec {
   // Something trainable lies at or before this layer in the encoder->LLM DAG, so the layer must record an
   // autograd graph (and, in a pipeline, run a backward). False: forward under no-grad, no backward at all.
   bool needs_graph = false;
+  // Activation checkpointing (model.activation_checkpointing) applies: a transformer block with a graph, which
+  // reads nothing with a gradient but its input, keeps only that input and runs its forward again in backward.
+  bool recompute = false;
 };
 
 struct ChainSpec {
