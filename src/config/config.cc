@@ -348,10 +348,8 @@ void Validate(const Config& c) {
   Require(t.num_threads >= 0, "train.num_threads", "must be >= 0 (0 uses every core)", t.num_threads);
   RequireOneOf("train.device", t.device, {"cpu", "cuda"});
   if (t.device == "cuda") {
-    for (const auto& [name, degree] : {std::pair<const char*, int64_t>{"parallel.pp", c.parallel.pp}, {"parallel.cp", c.parallel.cp}}) {
-      Require(degree == 1, name, "must be 1 with train.device 'cuda' (pipeline and context parallelism run on CPU "
-              "only so far; data parallelism runs on GPUs)", degree);
-    }
+    Require(c.parallel.cp == 1, "parallel.cp", "must be 1 with train.device 'cuda' (context parallelism runs on "
+            "CPU only so far; pipeline and data parallelism run on GPUs)", c.parallel.cp);
   }
 
   const OptimizerConfig& o = c.optimizer;

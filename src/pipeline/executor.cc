@@ -65,6 +65,7 @@ double PipelineExecutor::Step(const std::vector<Batch>& micro, double loss_scale
   auto since = [&] { return std::chrono::duration<double>(Clock::now() - begin).count(); };
   timings_.clear();
   loss_sum_ = 0;
+  if (!micro.empty()) device_ = micro.front().input_ids.device();
   for (const Action& a : plan_.schedule[stage_]) {
     CS_CHECK(a.microbatch < static_cast<int>(micro.size()), "schedule needs microbatch ", a.microbatch, " of ",
              micro.size());
@@ -153,12 +154,13 @@ void PipelineExecutor::RecvActivation(int mb, int peer) {
   const std::vector<int64_t> sizes(h + 2, h + 2 + h[0]);
   torch::Tensor t = torch::empty(sizes, torch::TensorOptions().dtype(static_cast<torch::ScalarType>(h[1])));
   pp_.Recv(t, peer, ActivationTag(mb));
+  t = t.to(device_);
   if (plan_.graph.has_backward[peer] && t.is_floating_point()) t.requires_grad_(true);
   Slot(mb).inputs[peer] = t;
 }
 
 void PipelineExecutor::SendActivation(int mb, int peer) {
-  const torch::Tensor out = Slot(mb).output.detach().contiguous();
+  const torch::Tensor out = Slot(mb).output.detach().to(torch::kCPU).contiguous();
   CS_CHECK(out.dim() <= kHeaderLength - 2, "activation of rank ", out.dim());
   torch::Tensor header = torch::zeros({kHeaderLength}, torch::kLong);
   int64_t* h = header.data_ptr<int64_t>();
@@ -172,16 +174,16 @@ void PipelineExecutor::SendActivation(int mb, int peer) {
 void PipelineExecutor::RecvGradient(int mb, int peer) {
   InFlight& f = Slot(mb);
   CS_CHECK(f.output.defined(), "stage ", stage_, " receives a gradient for microbatch ", mb, " before its forward");
-  torch::Tensor grad = torch::empty(f.output.sizes(), f.output.options().requires_grad(false));
+  torch::Tensor grad = torch::empty(f.output.sizes(), f.output.options().device(torch::kCPU).requires_grad(false));
   pp_.Recv(grad, peer, GradientTag(mb));
-  f.output_grad = grad;
+  f.output_grad = grad.to(f.output.device());
 }
 
 void PipelineExecutor::SendGradient(int mb, int peer) {
   InFlight& f = Slot(mb);
   const auto it = f.inputs.find(peer);
   CS_CHECK(it != f.inputs.end(), "stage ", stage_, " has no gradient for stage ", peer, " in microbatch ", mb);
-  sends_.push_back(pp_.ISend(it->second.contiguous(), peer, GradientTag(mb)));
+  sends_.push_back(pp_.ISend(it->second.to(torch::kCPU).contiguous(), peer, GradientTag(mb)));
   f.inputs.erase(it);
 }
 

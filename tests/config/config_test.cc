@@ -103,9 +103,9 @@ TEST_CASE("bad configs name the key, what was expected and what was found", "[co
        "train.global_batch_size: must be a multiple of micro_batch_size * parallel.dp = 24, got 16"},
       {{"parallel.pp=0"}, "parallel.pp: must be at least 1, got 0"},
       {{"train.device=tpu"}, "train.device: must be one of 'cpu', 'cuda', got 'tpu'"},
-      {{"train.device=cuda", "parallel.pp=2"},
-       "parallel.pp: must be 1 with train.device 'cuda' (pipeline and context parallelism run on CPU only so far; "
-       "data parallelism runs on GPUs), got 2"},
+      {{"train.device=cuda", "parallel.cp=2", "parallel.cp_block=32"},
+       "parallel.cp: must be 1 with train.device 'cuda' (context parallelism runs on CPU only so far; pipeline and "
+       "data parallelism run on GPUs), got 2"},
       {{"model.encoders.vision.feature_layer=-3"},
        "model.encoders.vision.feature_layer: must be from -1 (the last block) to -num_layers=-2, got -3"},
       {{"model.encoders.vision.feature_layer=0"},

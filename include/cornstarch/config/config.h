@@ -208,7 +208,8 @@ struct TrainConfig {
     f("grad_clip_norm", grad_clip_norm, "Clip the global gradient norm to this value; 0 disables clipping.");
     f("num_threads", num_threads, "Intra-op CPU threads per rank; 0 shares the node's cores among its ranks.");
     f("device", device, "'cpu', or 'cuda': each rank trains on GPU local_rank (needs a CUDA build of LibTorch), "
-                        "gradients summed over NCCL; pipeline and context parallelism run on 'cpu' only so far.");
+                        "dp gradients summed over NCCL, pipeline stages exchanging activations through host "
+                        "memory; context parallelism runs on 'cpu' only so far.");
   }
 };
 

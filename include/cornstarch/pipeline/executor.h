@@ -9,6 +9,8 @@
 // the seed), so masks and RoPE tables never travel.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <map>
 #include <memory>
 #include <vector>
@@ -67,6 +69,9 @@ class PipelineExecutor {
   std::vector<std::unique_ptr<Work>> sends_;  // completed at the end of the step
   std::vector<ActionTiming> timings_;
   double loss_sum_ = 0;
+  // Where the stage computes (the microbatches' device). Stages exchange activations and gradients through host
+  // memory, so the MPI pipeline group serves CPU and GPU training alike.
+  c10::Device device_ = c10::kCPU;
 };
 
 }  // namespace cornstarch
