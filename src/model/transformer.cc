@@ -21,7 +21,8 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& positions, int64_t head_dim, double theta) {
-  const torch::Tensor exponents = torch::arange(0, head_dim, 2, positions.options().dtype(torch::kDouble)) / static_cast<double>(head_dim);
+  const torch::Tensor exponents =
+      torch::arange(0, head_dim, 2, positions.options().dtype(torch::kDouble)) / static_cast<double>(head_dim);
   const torch::Tensor inv_freq = torch::pow(theta, exponents).reciprocal().to(torch::kFloat);
   const torch::Tensor angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;  // [B, S, head_dim / 2]
   const torch::Tensor emb = torch::cat({angles, angles}, -1);

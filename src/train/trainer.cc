@@ -107,20 +107,20 @@ void Trainer::Init() {
                                   t.micro_batch_size};
       },
       config.data.prefetch);
+  const std::string gpu = device_.is_cuda() ? CudaDeviceName(device_.index()) : "";
   if (config.logging.peak_tflops > 0) {
     peak_flops_ = config.logging.peak_tflops * 1e12;
   } else if (device_.is_cuda()) {
-    const std::string name = CudaDeviceName(device_.index());
-    peak_flops_ = GpuPeakTflops(name) * 1e12;
+    peak_flops_ = GpuPeakTflops(gpu) * 1e12;
     if (peak_flops_ == 0 && runtime_.rank() == 0) {
-      spdlog::warn("no peak rate known for '{}': MFU is reported as 0; set logging.peak_tflops", name);
+      spdlog::warn("no peak rate known for '{}': MFU is reported as 0; set logging.peak_tflops", gpu);
     }
   } else {
     peak_flops_ = MeasureGemmFlops();
   }
   if (runtime_.rank() == 0 && device_.is_cuda()) {
     spdlog::info("training on {} GPU(s) like rank 0's {} (peak {:.0f} TFLOP/s for MFU)", runtime_.dims().world_size(),
-                 CudaDeviceName(device_.index()), peak_flops_ / 1e12);
+                 gpu, peak_flops_ / 1e12);
   }
 }
 
