@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "cornstarch/attention/bitfield_attention.h"
+#include "cornstarch/model/bitfield_attention.h"
 #include "bench/mllm_layouts.h"
-#include "cornstarch/attention/bitfield_mask.h"
-#include "cornstarch/attention/dense_attention.h"
-#include "cornstarch/util/torch_runtime.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/model/dense_attention.h"
+#include "cornstarch/device/torch_runtime.h"
 
 using namespace cornstarch;
 

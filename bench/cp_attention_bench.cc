@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "bench/mllm_layouts.h"
-#include "cornstarch/attention/bitfield_attention.h"
-#include "cornstarch/context/cp_attention.h"
+#include "cornstarch/model/bitfield_attention.h"
+#include "cornstarch/model/cp_attention.h"
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/mpi_communicator.h"
-#include "cornstarch/util/torch_runtime.h"
+#include "cornstarch/device/torch_runtime.h"
 
 using namespace cornstarch;
 
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
           const double max = all.max().item<double>(), mean = all.mean().item<double>();
           const CpAssignment a = AssignBlocks(BlockWork(w.data(), n, kBlock), cp, split);
           std::printf("%-18s %6lld %-10s | %9.1f %9.1f | %10.3f %10.3f | %9.1f\n", name.c_str(),
-                      static_cast<long long>(n), CpSplitName(split), max * 1e3, mean * 1e3, max / mean,
+                      static_cast<long long>(n), NameOf(split), max * 1e3, mean * 1e3, max / mean,
                       a.max_over_mean(), e2e.item<double>() * 1e3);
         }
       }

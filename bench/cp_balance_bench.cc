@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "bench/mllm_layouts.h"
-#include "cornstarch/attention/bitfield_mask.h"
-#include "cornstarch/context/cp_balancer.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/plan/cp_balancer.h"
 
 using namespace cornstarch;
 

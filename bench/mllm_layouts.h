@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cornstarch/attention/bitfield_mask.h"
+#include "cornstarch/plan/bitfield_mask.h"
 
 namespace cornstarch::bench {
 

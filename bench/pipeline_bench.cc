@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/mpi_communicator.h"
 #include "cornstarch/dist/runtime.h"
-#include "cornstarch/pipeline/executor.h"
-#include "cornstarch/pipeline/planner.h"
+#include "cornstarch/train/executor.h"
+#include "cornstarch/plan/planner.h"
 #include "cornstarch/train/trainer.h"
-#include "cornstarch/util/check.h"
-#include "cornstarch/util/logging.h"
+#include "cornstarch/base/check.h"
+#include "cornstarch/base/logging.h"
 
 using namespace cornstarch;
 
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
       for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated}) {
         std::vector<std::string> o = layout.overrides;
         o.push_back("parallel.pp=" + std::to_string(env.world_size));
-        o.push_back(std::string("parallel.pipeline=") + PlanModeName(mode));
+        o.push_back(std::string("parallel.pipeline=") + NameOf(mode));
         rows.push_back({layout.name, mode, ParseConfig("", layout.name, o), true, {}});
       }
     }
@@ -190,13 +190,13 @@ int main(int argc, char** argv) {
                 "sim ms", "sim/ms", "bubble", "sim bub", "plan bub");
     for (const Row& row : rows) {
       if (!row.fits) {
-        std::printf("%-13s %-13s %-22s |\n", row.layout.c_str(), PlanModeName(row.mode), "(needs more ranks)");
+        std::printf("%-13s %-13s %-22s |\n", row.layout.c_str(), NameOf(row.mode), "(needs more ranks)");
         continue;
       }
       const Measured& r = row.best;
       const std::string stages = DescribeStages(r.plan, BuildModelSpec(row.config.model));
       std::printf("%-13s %-13s %-22s | %9.1f %9.1f %6.2f | %7.1f%% %7.1f%% %7.1f%%\n", row.layout.c_str(),
-                  PlanModeName(row.mode), stages.c_str(), r.pipeline * 1e3, r.simulated * 1e3,
+                  NameOf(row.mode), stages.c_str(), r.pipeline * 1e3, r.simulated * 1e3,
                   r.simulated / r.pipeline, 100 * r.bubble, 100 * r.simulated_bubble,
                   100 * r.plan.timeline.bubble_fraction);
     }

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "cornstarch/attention/bitfield_mask.h"
+#include "cornstarch/plan/bitfield_mask.h"
 #include "kernels/bitfield_attention_cuda.h"
 
 namespace cornstarch::cuda {

@@ -1,4 +1,4 @@
-// CUDA bitfield attention (forward, backward): the algorithm of src/attention/bitfield_attention.cc on a GPU.
+// CUDA bitfield attention (forward, backward): the algorithm of cornstarch/model/bitfield_attention.cc on a GPU.
 // Each thread block owns 64 query rows (or key rows for dK/dV), stages key (query) tiles in shared memory, skips
 // tiles in which no pair is allowed (a block-wide vote over the bitfield words), and keeps an online softmax in
 // fp32. Backward recomputes probabilities from the saved log-sum-exp. All calls are asynchronous on `stream`;

@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "cornstarch/util/check.h"
+#include "cornstarch/base/check.h"
 
 namespace cornstarch::testing {
 

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "cornstarch/attention/bitfield_attention.h"
-#include "cornstarch/attention/bitfield_mask.h"
-#include "cornstarch/util/torch_runtime.h"
+#include "cornstarch/model/bitfield_attention.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/device/torch_runtime.h"
 #include "kernels/bitfield_attention_cuda.h"
 
 using namespace cornstarch;

@@ -7,17 +7,16 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "cornstarch/config/config.h"
-#include "cornstarch/pipeline/planner.h"
-#include "cornstarch/pipeline/profiler.h"
-#include "cornstarch/util/check.h"
-#include "cornstarch/util/torch_runtime.h"
-
-extern const char kEmbeddedConfig[];
+#include "cornstarch/plan/config.h"
+#include "cornstarch/plan/planner.h"
+#include "cornstarch/train/chrome_trace.h"
+#include "cornstarch/train/profiler.h"
+#include "cornstarch/base/check.h"
+#include "cornstarch/device/torch_runtime.h"
+#include "tools/command_line.h"
 
 namespace {
 
@@ -32,7 +31,7 @@ std::string LayerRange(const ModelSpec& spec, const StagePlan& s) {
 // `ms`: milliseconds per cost unit.
 void Print(const ModelSpec& spec, const PipelinePlan& plan, double ms, const std::vector<LayerMemory>& memory) {
   const std::vector<double> bytes = StageMemoryBytes(plan, spec, memory);
-  std::printf("\n== %s (%s): step %.2f ms, bubble %.1f%%, bottleneck stage %.2f ms\n", PlanModeName(plan.mode),
+  std::printf("\n== %s (%s): step %.2f ms, bubble %.1f%%, bottleneck stage %.2f ms\n", NameOf(plan.mode),
               DescribeStages(plan, spec).c_str(), plan.timeline.makespan * ms, 100 * plan.timeline.bubble_fraction,
               plan.bottleneck * ms);
   std::printf("%5s  %-58s %10s %10s %5s %10s\n", "stage", "layers", "fwd ms", "bwd ms", "bwd?", "mem MiB");
@@ -45,18 +44,16 @@ void Print(const ModelSpec& spec, const PipelinePlan& plan, double ms, const std
 
 void WriteTrace(const PipelinePlan& plan, double ms, const std::string& path) {
   const double us = 1e3 * ms;
-  nlohmann::json events = nlohmann::json::array();
-  for (size_t s = 0; s < plan.timeline.stages.size(); ++s) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
-                      {"args", {{"name", "stage " + std::to_string(s)}}}});
+  ChromeTrace trace;
+  for (int s = 0; s < static_cast<int>(plan.timeline.stages.size()); ++s) {
+    trace.NameThread(0, s, "stage " + std::to_string(s));
     for (const Timeline::Span& span : plan.timeline.stages[s]) {
-      events.push_back({{"name", span.action.ToString()}, {"ph", "X"}, {"pid", 0}, {"tid", s},
-                        {"ts", span.start * us}, {"dur", (span.end - span.start) * us}});
+      trace.Span(span.action.ToString(), "", 0, s, span.start * us, (span.end - span.start) * us);
     }
   }
   std::ofstream out(path);
   if (!out) throw Error(path + ": cannot write the trace");
-  out << nlohmann::json{{"traceEvents", events}}.dump() << "\n";
+  out << trace.Json();
 }
 
 }  // namespace
@@ -68,31 +65,20 @@ int main(int argc, char** argv) {
     int ranks = 0;
     double gflops = 100;
     bool profile = false;
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) throw Error(a + ": expected a value");
-        return argv[++i];
-      };
-      if (a == "--config") config_path = value();
-      else if (a == "--set") overrides.push_back(value());
-      else if (a == "--ranks") ranks = std::stoi(value());
-      else if (a == "--trace") trace = value();
-      else if (a == "--gflops") gflops = std::stod(value());
-      else if (a == "--profile") profile = true;
-      else if (a == "--help") {
-        std::cout << "usage: cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] "
-                     "[--gflops RATE] [--profile]\n  --ranks: pipeline stages to plan for (default: parallel.pp, at least one "
-                     "per chain)\n  --gflops: assumed per-rank rate to turn FLOPs into time (default 100)\n"
-                     "  --profile: time every layer's forward on this machine instead (one process, "
-                     "train.num_threads threads)\n";
-        return 0;
-      } else {
-        throw Error(a + ": unknown argument (see --help)");
-      }
-    }
-    const Config config = config_path.empty() ? ParseConfig(kEmbeddedConfig, "<embedded configs/tiny.yaml>", overrides)
-                                              : LoadConfig(config_path, overrides);
+    const char* usage =
+        "usage: cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] [--gflops RATE] "
+        "[--profile]\n  --ranks: pipeline stages to plan for (default: parallel.pp, at least one per chain)\n"
+        "  --gflops: assumed per-rank rate to turn FLOPs into time (default 100)\n"
+        "  --profile: time every layer's forward on this machine instead (one process, train.num_threads threads)\n";
+    tools::ParseCommandLine(
+        argc, argv, usage,
+        {{"--config", true, [&](const std::string& v) { config_path = v; }},
+         {"--set", true, [&](const std::string& v) { overrides.push_back(v); }},
+         {"--ranks", true, [&](const std::string& v) { ranks = static_cast<int>(tools::ParseInteger("--ranks", v)); }},
+         {"--trace", true, [&](const std::string& v) { trace = v; }},
+         {"--gflops", true, [&](const std::string& v) { gflops = tools::ParseNumber("--gflops", v); }},
+         {"--profile", false, [&](const std::string&) { profile = true; }}});
+    const Config config = tools::LoadToolConfig(config_path, overrides);
     const ModelSpec spec = BuildModelSpec(config.model);
     if (ranks == 0) ranks = std::max<int>(static_cast<int>(config.parallel.pp), static_cast<int>(spec.chains.size()));
     const int microbatches = MicrobatchesPerStep(config);
@@ -116,7 +102,7 @@ int main(int argc, char** argv) {
         Print(spec, plan, ms, memory);
         if (mode == PlanMode::kFrozenAware) aware = plan;
       } catch (const Error& e) {
-        std::printf("\n== %s: %s\n", PlanModeName(mode), e.what());
+        std::printf("\n== %s: %s\n", NameOf(mode), e.what());
       }
     }
     if (!trace.empty()) {

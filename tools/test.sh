@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (tools/setup.sh) and runs the whole test suite with Bazel.
-# Ends with one line "N passed, M failed" (test targets) and exits non-zero if anything failed or did not build.
+# Ends with one line "N passed, M failed" (test targets and the layering checks) and exits non-zero if anything failed or did not build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,9 @@ bash tools/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
 log=$(mktemp)
 bazel test //... 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+# The layering of cornstarch/ (upward references must not build): counted like the test targets.
+bash tools/check_layers.sh 2>&1 | tee -a "$log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
 
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
 failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")

@@ -8,20 +8,18 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
-#include "cornstarch/pipeline/planner.h"
+#include "cornstarch/plan/planner.h"
 #include "cornstarch/train/trainer.h"
-#include "cornstarch/util/check.h"
-#include "cornstarch/util/logging.h"
-#include "cornstarch/util/torch_runtime.h"
-#include "cornstarch/version.h"
+#include "cornstarch/base/check.h"
+#include "cornstarch/base/logging.h"
+#include "cornstarch/device/torch_runtime.h"
+#include "cornstarch/base/version.h"
+#include "tools/command_line.h"
 
-extern const char kEmbeddedConfig[];
 
 namespace {
 
@@ -47,44 +45,27 @@ struct Args {
 
 Args ParseArgs(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const std::string& flag) -> std::string {
-      if (a.size() > flag.size() && a.compare(0, flag.size() + 1, flag + "=") == 0) return a.substr(flag.size() + 1);
-      if (i + 1 >= argc) throw cornstarch::Error(flag + ": expected a value");
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (a == "--version") {
-      std::cout << "cornstarch-train " << CORNSTARCH_VERSION << " (LibTorch " << TORCH_VERSION << ")\n";
-      std::exit(0);
-    } else if (a == "--config-reference") {
-      std::cout << cornstarch::ConfigReference();
-      std::exit(0);
-    } else if (a == "--resume") {
-      args.overrides.push_back("checkpoint.resume=latest");
-    } else if (a == "--print-config") {
-      args.print_config = true;
-    } else if (a.rfind("--config", 0) == 0) {
-      args.config_path = value("--config");
-    } else if (a.rfind("--set", 0) == 0) {
-      args.overrides.push_back(value("--set"));
-    } else {
-      throw cornstarch::Error(a + ": unknown argument (see --help)");
-    }
-  }
+  auto exit_with = [](const std::string& text) {
+    std::cout << text;
+    std::exit(0);
+  };
+  cornstarch::tools::ParseCommandLine(
+      argc, argv, kUsage,
+      {{"--config", true, [&](const std::string& v) { args.config_path = v; }},
+       {"--set", true, [&](const std::string& v) { args.overrides.push_back(v); }},
+       {"--resume", false, [&](const std::string&) { args.overrides.push_back("checkpoint.resume=latest"); }},
+       {"--print-config", false, [&](const std::string&) { args.print_config = true; }},
+       {"--config-reference", false, [&](const std::string&) { exit_with(cornstarch::ConfigReference()); }},
+       {"--version", false, [&](const std::string&) {
+          exit_with(std::string("cornstarch-train ") + CORNSTARCH_VERSION + " (LibTorch " + TORCH_VERSION + ")\n");
+        }}});
   return args;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `bazel run` starts us in the runfiles tree; relative paths are the user's.
-  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY")) {
-    if (chdir(dir) != 0) std::cerr << "warning: cannot enter " << dir << "\n";
-  }
+  cornstarch::tools::EnterUserDirectory();  // `bazel run` starts us in the runfiles tree
   cornstarch::LaunchEnv env;
   try {
     env = cornstarch::DetectLaunchEnv();
@@ -96,14 +77,12 @@ int main(int argc, char** argv) {
   return cornstarch::RunOrAbort([&] {
     const Args args = ParseArgs(argc, argv);
     const std::string source = args.config_path.empty() ? "<embedded configs/tiny.yaml>" : args.config_path;
-    const cornstarch::Config config = args.config_path.empty()
-                                          ? cornstarch::ParseConfig(kEmbeddedConfig, source, args.overrides)
-                                          : cornstarch::LoadConfig(args.config_path, args.overrides);
+    const cornstarch::Config config = cornstarch::tools::LoadToolConfig(args.config_path, args.overrides);
     if (args.print_config) {
       if (env.rank == 0) std::cout << cornstarch::ToYaml(config);
       return 0;
     }
-    spdlog::set_level(spdlog::level::from_str(config.logging.level));
+    spdlog::set_level(spdlog::level::from_str(cornstarch::NameOf(config.logging.level)));
     cornstarch::DistRuntime runtime(config.parallel, env, &argc, &argv);
     cornstarch::Trainer trainer(config, runtime);
     const cornstarch::PipelinePlan& plan = trainer.plan();
@@ -113,8 +92,8 @@ int main(int argc, char** argv) {
                    cornstarch::DescribeTorchRuntime());
       if (plan.stages.size() > 1) {
         spdlog::info("pipeline: {} placement on {} costs, stages {}, {} microbatches, simulated bubble {:.1f}%",
-                     cornstarch::PlanModeName(plan.mode),
-                     config.parallel.pipeline_costs == "profile" ? "profiled" : "FLOP-estimated",
+                     cornstarch::NameOf(plan.mode),
+                     config.parallel.pipeline_costs == cornstarch::CostSource::kProfile ? "profiled" : "FLOP-estimated",
                      cornstarch::DescribeStages(plan, spec), cornstarch::MicrobatchesPerStep(config),
                      100 * plan.timeline.bubble_fraction);
       }

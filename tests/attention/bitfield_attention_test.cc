@@ -6,10 +6,10 @@
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "cornstarch/attention/bitfield_attention.h"
-#include "cornstarch/attention/bitfield_mask.h"
-#include "cornstarch/attention/tile_mask.h"
-#include "cornstarch/util/torch_runtime.h"
+#include "cornstarch/model/bitfield_attention.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/plan/tile_mask.h"
+#include "cornstarch/device/torch_runtime.h"
 
 using namespace cornstarch;
 

@@ -3,7 +3,7 @@
 #include <sstream>
 #include <yaml-cpp/yaml.h>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 
 using namespace cornstarch;
 

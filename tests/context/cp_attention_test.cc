@@ -8,9 +8,9 @@
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "cornstarch/attention/bitfield_attention.h"
-#include "cornstarch/attention/bitfield_mask.h"
-#include "cornstarch/context/cp_attention.h"
+#include "cornstarch/model/bitfield_attention.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/model/cp_attention.h"
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/mpi_communicator.h"
 
@@ -55,7 +55,7 @@ TEST_CASE("CP attention forward and backward equal the single-rank kernel for ev
     const torch::Tensor ref = BitfieldAttention(q, k, v, words);
     (ref * g).sum().backward();
     for (CpSplit split : {CpSplit::kContiguous, CpSplit::kZigzag, CpSplit::kBalanced}) {
-      INFO("trial " << trial << " split " << CpSplitName(split) << " cp " << cp << " rank " << rank);
+      INFO("trial " << trial << " split " << NameOf(split) << " cp " << cp << " rank " << rank);
       const CpLayout layout = PlanCpLayout(words, cp, 128, split);
       const torch::Tensor ql = LocalRows(q0, layout, rank, 2).requires_grad_();
       const torch::Tensor kl = LocalRows(k0, layout, rank, 2).requires_grad_();

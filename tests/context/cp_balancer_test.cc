@@ -2,8 +2,8 @@
 #include <numeric>
 #include <random>
 
-#include "cornstarch/attention/bitfield_mask.h"
-#include "cornstarch/context/cp_balancer.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/plan/cp_balancer.h"
 
 using namespace cornstarch;
 
@@ -55,7 +55,7 @@ TEST_CASE("every split assigns each block once with equal block counts", "[cp]")
     std::vector<int64_t> work(cp * 6);
     for (int64_t& x : work) x = rng() % 1000;
     for (CpSplit split : {CpSplit::kContiguous, CpSplit::kZigzag, CpSplit::kBalanced}) {
-      INFO(CpSplitName(split) << " cp=" << cp);
+      INFO(NameOf(split) << " cp=" << cp);
       CheckAssignment(AssignBlocks(work, cp, split), work, cp);
     }
   }

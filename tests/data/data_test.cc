@@ -13,15 +13,16 @@
 #include <numeric>
 #include <string>
 
-#include "cornstarch/attention/bitfield_mask.h"
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/data/conversation.h"
 #include "cornstarch/data/demo_dataset.h"
 #include "cornstarch/data/llava_dataset.h"
 #include "cornstarch/data/loader.h"
-#include "cornstarch/data/packing.h"
+#include "cornstarch/data/synthetic_layout.h"
+#include "cornstarch/plan/packing.h"
 #include "cornstarch/data/tokenizer.h"
-#include "cornstarch/model/model_spec.h"
+#include "cornstarch/plan/model_spec.h"
 #include "tests/error_of.h"
 #include "tests/temp_path.h"
 
@@ -376,4 +377,19 @@ TEST_CASE("the background loader serves the requests in order and rethrows a fai
   const LlavaDataset llava(cfg, 1);
   BatchLoader loader(llava, [](int64_t i) { return BatchLoader::Slice{i * 2, 2}; }, 3);
   for (int64_t i = 0; i < 4; ++i) CHECK(torch::equal(loader.Next().mask_words, llava.Get(i * 2, 2).mask_words));
+}
+
+TEST_CASE("the synthetic data's checks of the config name the field", "[data]") {
+  const char* base = "model:\n  encoders:\n    vision:\n      type: vision\n    audio:\n      type: audio\n";
+  const auto error = [&](const std::string& yaml, const std::vector<std::string>& overrides) {
+    return ErrorOf([&] { ValidateSyntheticData(ParseConfig(yaml, "test.yaml", overrides)); });
+  };
+  CHECK(error(base, {}) == "no error");
+  CHECK(error(base, {"data.seq_len=20"}) ==
+        "data.seq_len: must hold the longest synthetic sample of 46 tokens (32 of them modality tokens), got 20");
+  CHECK(error(base, {"model.llm.vocab_size=20"}) ==
+        "model.llm.vocab_size: must be at least 38 for the synthetic data (2 encoders x 8 classes + special and 8 "
+        "prompt tokens), got 20");
+  CHECK(error("model: {}\n", {}) == "model.encoders: the synthetic data needs at least one encoder, got 'none'");
+  CHECK(error("model: {}\ndata: {type: llava, path: x.jsonl, tokenizer: t.model}\n", {}) == "no error");
 }

@@ -10,8 +10,9 @@
 #include <string>
 
 #include "cornstarch/data/audio.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/data/image.h"
-#include "cornstarch/util/check.h"
+#include "cornstarch/base/check.h"
 #include "tests/temp_path.h"
 
 using namespace cornstarch;
@@ -94,8 +95,8 @@ TEST_CASE("bicubic resize uses Pillow's antialiased weights", "[data][image]") {
 TEST_CASE("CLIP and SigLIP preprocessing: resize, crop and normalise", "[data][image]") {
   Image solid{3, 2, {}};
   for (int i = 0; i < 6; ++i) solid.rgb.insert(solid.rgb.end(), {10, 128, 250});
-  for (const std::string preset : {"clip", "siglip"}) {
-    const ImagePreprocess p = ImagePreset(preset, 2, "data.image_preset");
+  for (const ImagePreset preset : {ImagePreset::kClip, ImagePreset::kSiglip}) {
+    const ImagePreprocess p = PresetPreprocess(preset, 2);
     const std::vector<float> x = PreprocessImage(solid, p);
     REQUIRE(x.size() == 3 * 2 * 2);
     const double level[3] = {10, 128, 250};
@@ -108,7 +109,7 @@ TEST_CASE("CLIP and SigLIP preprocessing: resize, crop and normalise", "[data][i
   Image wide{8, 4, {}};
   for (int y = 0; y < 4; ++y)
     for (int x = 0; x < 8; ++x) wide.rgb.insert(wide.rgb.end(), 3, static_cast<uint8_t>(x < 2 || x > 5 ? 0 : 255));
-  ImagePreprocess p = ImagePreset("clip", 2, "f");
+  ImagePreprocess p = PresetPreprocess(ImagePreset::kClip, 2);
   p.mean = {0, 0, 0};
   p.std = {1, 1, 1};
   const std::vector<float> clip = PreprocessImage(wide, p);
@@ -116,8 +117,8 @@ TEST_CASE("CLIP and SigLIP preprocessing: resize, crop and normalise", "[data][i
   p.resize_short_side_and_crop = false;
   const std::vector<float> squeezed = PreprocessImage(wide, p);
   CHECK(squeezed[0] < 0.7f);  // dark edge columns pulled in
-  CHECK_THROWS_WITH(ImagePreset("vit", 2, "data.image_preset"),
-                    "data.image_preset: expected 'clip' or 'siglip', got 'vit'");
+  CHECK_THROWS_WITH(ParseConfig("", "m.yaml", {"data.image_preset=vit"}),
+                    "data.image_preset: must be one of 'clip', 'siglip', got 'vit'");
 }
 
 TEST_CASE("WAV files: 16-bit round trip, stereo mixed to mono, bad files named", "[data][audio]") {

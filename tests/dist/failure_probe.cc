@@ -8,8 +8,8 @@
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/mpi_communicator.h"
 #include "cornstarch/dist/runtime.h"
-#include "cornstarch/util/check.h"
-#include "cornstarch/util/logging.h"
+#include "cornstarch/base/check.h"
+#include "cornstarch/base/logging.h"
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";

@@ -4,7 +4,7 @@
 
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/mpi_communicator.h"
-#include "cornstarch/util/logging.h"
+#include "cornstarch/base/logging.h"
 
 int main(int argc, char** argv) {
   cornstarch::InitMpi(&argc, &argv);

@@ -3,8 +3,8 @@
 #include <set>
 
 #include "cornstarch/dist/launch_env.h"
-#include "cornstarch/dist/parallel_dims.h"
-#include "cornstarch/util/check.h"
+#include "cornstarch/plan/parallel_dims.h"
+#include "cornstarch/base/check.h"
 #include "tests/error_of.h"
 
 using namespace cornstarch;

@@ -10,12 +10,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/io/hf_weights.h"
 #include "cornstarch/io/safetensors.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/trainer.h"
-#include "cornstarch/util/check.h"
+#include "cornstarch/base/check.h"
 #include "tests/error_of.h"
 #include "tests/temp_path.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "cornstarch/io/safetensors.h"
-#include "cornstarch/util/check.h"
+#include "cornstarch/base/check.h"
 #include "tests/temp_path.h"
 
 using namespace cornstarch;

@@ -5,14 +5,14 @@
 #include <map>
 #include <random>
 
-#include "cornstarch/attention/bitfield_mask.h"
-#include "cornstarch/attention/dense_attention.h"
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/model/dense_attention.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/data/synthetic_dataset.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/model/transformer.h"
-#include "cornstarch/pipeline/cost_model.h"
-#include "cornstarch/util/torch_runtime.h"
+#include "cornstarch/plan/cost_model.h"
+#include "cornstarch/device/torch_runtime.h"
 
 using namespace cornstarch;
 
@@ -228,7 +228,7 @@ TEST_CASE("dense attention gives zeros, not NaN, for padding rows", "[model][mas
 
 TEST_CASE("the encoder MLP uses the configured GELU: exact erf, the tanh approximation or quick_gelu", "[model]") {
   std::vector<torch::Tensor> outputs;
-  for (const std::string act : {"gelu", "gelu_tanh", "quick_gelu"}) {
+  for (const Activation act : {Activation::kGelu, Activation::kGeluTanh, Activation::kQuickGelu}) {
     EncoderConfig cfg;
     cfg.hidden_size = 8;
     cfg.num_heads = 2;
@@ -254,11 +254,11 @@ TEST_CASE("the encoder MLP uses the configured GELU: exact erf, the tanh approxi
     const torch::Tensor h = xd + lin(torch::matmul(att, qkv[2]).transpose(1, 2).reshape({2, 5, 8}), "out");
     const torch::Tensor u = lin(ln(h, "norm2"), "fc1");
     const double pi = 3.14159265358979323846;
-    const torch::Tensor g = act == "gelu"        ? 0.5 * u * (1 + torch::erf(u / std::sqrt(2.0)))
-                            : act == "gelu_tanh" ? 0.5 * u * (1 + torch::tanh(std::sqrt(2 / pi) * (u + 0.044715 * u.pow(3))))
+    const torch::Tensor g = act == Activation::kGelu       ? 0.5 * u * (1 + torch::erf(u / std::sqrt(2.0)))
+                            : act == Activation::kGeluTanh ? 0.5 * u * (1 + torch::tanh(std::sqrt(2 / pi) * (u + 0.044715 * u.pow(3))))
                                                  : u / (1 + torch::exp(-1.702 * u));
     const torch::Tensor expected = h + lin(g, "fc2");
-    INFO(act);
+    INFO(NameOf(act));
     CHECK(torch::allclose(y.to(torch::kDouble), expected, 1e-5, 1e-5));
     outputs.push_back(y);
   }

@@ -2,10 +2,10 @@
 #include <functional>
 #include <random>
 
-#include "cornstarch/config/config.h"
-#include "cornstarch/model/model_spec.h"
-#include "cornstarch/pipeline/cost_model.h"
-#include "cornstarch/pipeline/partitioner.h"
+#include "cornstarch/plan/config.h"
+#include "cornstarch/plan/model_spec.h"
+#include "cornstarch/plan/cost_model.h"
+#include "cornstarch/plan/partitioner.h"
 
 using namespace cornstarch;
 

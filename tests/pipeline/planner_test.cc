@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 #include <set>
 
-#include "cornstarch/config/config.h"
-#include "cornstarch/pipeline/planner.h"
-#include "cornstarch/util/check.h"
+#include "cornstarch/plan/config.h"
+#include "cornstarch/plan/planner.h"
+#include "cornstarch/base/check.h"
 
 using namespace cornstarch;
 
@@ -40,7 +40,7 @@ TEST_CASE("every plan places each layer exactly once, chains in order, on the re
     const std::vector<LayerCost> costs = Costs(c, spec);
     for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated}) {
       for (int stages = 3; stages <= 6; ++stages) {
-        INFO(PlanModeName(mode) << " stages " << stages << " audio " << audio);
+        INFO(NameOf(mode) << " stages " << stages << " audio " << audio);
         const PipelinePlan plan = PlanPipeline(spec, costs, stages, 8, mode);
         REQUIRE(static_cast<int>(plan.stages.size()) == stages);
         std::vector<int> seen;

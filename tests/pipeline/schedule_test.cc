@@ -1,11 +1,19 @@
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
 
-#include "cornstarch/pipeline/schedule.h"
-#include "cornstarch/util/check.h"
+#include "cornstarch/plan/schedule.h"
+#include "cornstarch/base/check.h"
+#include "tests/error_of.h"
+#include "tests/pipeline/schedule_golden.h"
+#include "tests/temp_path.h"
 
 using namespace cornstarch;
 
 namespace {
+
+// What the planner runs: 1F1B's compute, lowered.
+Schedule OneF1B(const StageGraph& g, int m) { return AddSendRecv(g, Generate1F1B(g, m)); }
 
 std::string ErrorOf(const StageGraph& g, const Schedule& s, int m) {
   try {
@@ -27,7 +35,7 @@ TEST_CASE("1F1B on a chain validates and matches the closed-form makespan and bu
     for (int m = 1; m <= 8; ++m) {
       INFO("stages " << p << " microbatches " << m);
       const StageGraph g = MakeStageGraph({}, p, std::vector<bool>(p, true));
-      const Schedule s = Generate1F1B(g, m);
+      const Schedule s = OneF1B(g, m);
       CHECK(ErrorOf(g, s, m) == "<valid>");
       const Timeline t = Simulate(g, s, std::vector<double>(p, 1.0), std::vector<double>(p, 2.0), 0.0);
       if (m >= p) {
@@ -45,7 +53,7 @@ TEST_CASE("1F1B on a chain validates and matches the closed-form makespan and bu
       }
     }
   }
-  const Schedule s = Generate1F1B(MakeStageGraph({}, 2, {true, true}), 2);
+  const Schedule s = OneF1B(MakeStageGraph({}, 2, {true, true}), 2);
   CHECK(s[0][0].ToString() == "0F0");
   CHECK(s[0][1].ToString() == "0SEND_F0>1");
   CHECK(s[1][0].ToString() == "1RECV_F0>0");
@@ -60,7 +68,7 @@ TEST_CASE("1F1B on the encoder DAG: branches in parallel, gradients only to stag
   CHECK(g.prev[3] == (std::vector<int>{0, 2}));
   for (int m : {1, 2, 4, 7}) {
     INFO("microbatches " << m);
-    const Schedule s = Generate1F1B(g, m);
+    const Schedule s = OneF1B(g, m);
     CHECK(ErrorOf(g, s, m) == "<valid>");
     CHECK(Count(s[0], ActionType::kBackward) == 0);  // frozen branch: no backward actions at all
     CHECK(Count(s[0], ActionType::kRecvB) == 0);
@@ -75,17 +83,30 @@ TEST_CASE("1F1B on the encoder DAG: branches in parallel, gradients only to stag
     CHECK(leading == std::min(m, 3) + (m > 3 ? 1 : 0));
   }
   // Encoders run concurrently: with a free vision stage the makespan is that of the longest path.
-  const Schedule s = Generate1F1B(g, 4);
+  const Schedule s = OneF1B(g, 4);
   const Timeline parallel = Simulate(g, s, {1, 1, 1, 1, 1}, {0, 2, 2, 2, 2}, 0.0);
   const Timeline chain = Simulate(MakeStageGraph({}, 4, std::vector<bool>(4, true)),
-                                  Generate1F1B(MakeStageGraph({}, 4, std::vector<bool>(4, true)), 4), {1, 1, 1, 1},
+                                  OneF1B(MakeStageGraph({}, 4, std::vector<bool>(4, true)), 4), {1, 1, 1, 1},
                                   {2, 2, 2, 2}, 0.0);
   CHECK(parallel.makespan == Approx(chain.makespan));
 }
 
+TEST_CASE("Simulate: sends arrive a transfer after the sender's clock, receives wait for them", "[schedule]") {
+  const StageGraph g = MakeStageGraph({}, 2, {true, true});
+  const Timeline t = Simulate(g, OneF1B(g, 1), {1, 1}, {2, 2}, 0.5);
+  // 0F0 [0, 1], arrives 1.5; 1F0 [1.5, 2.5], 1B0 [2.5, 4.5], arrives 5; 0B0 [5, 7].
+  REQUIRE(t.stages[0].size() == 2);
+  REQUIRE(t.stages[1].size() == 2);
+  CHECK(t.stages[1][0].start == Approx(1.5));
+  CHECK(t.stages[1][1].end == Approx(4.5));
+  CHECK(t.stages[0][1].start == Approx(5.0));
+  CHECK(t.makespan == Approx(7.0));
+  CHECK(t.bubble_fraction == Approx(1.0 - 6.0 / 14.0));
+}
+
 TEST_CASE("an injected deadlock and an out-of-order action are caught, with the grid", "[schedule]") {
   const StageGraph g = MakeStageGraph({}, 2, {true, true});
-  Schedule s = Generate1F1B(g, 2);
+  Schedule s = OneF1B(g, 2);
   // Stage 0 waits for a gradient before sending the activation that would produce it.
   Schedule deadlock = s;
   auto& st0 = deadlock[0];
@@ -110,7 +131,164 @@ TEST_CASE("an injected deadlock and an out-of-order action are caught, with the 
   CHECK(ErrorOf(g, unmatched, 2).find("send without a matching receive") != std::string::npos);
 
   const StageGraph frozen = MakeStageGraph({}, 2, {false, true});
-  Schedule wrong = Generate1F1B(frozen, 1);
+  Schedule wrong = OneF1B(frozen, 1);
   wrong[0].push_back({0, ActionType::kBackward, 0, -1});
   CHECK(ErrorOf(frozen, wrong, 1).find("stage 0 has no backward") != std::string::npos);
+}
+
+TEST_CASE("1F1B emits compute only, in the order the lowered schedule runs it", "[schedule]") {
+  const StageGraph g = MakeStageGraph({1, 2}, 2, {false, true, true, true, true});
+  const Schedule compute = Generate1F1B(g, 4);
+  const Schedule lowered = AddSendRecv(g, compute);
+  for (int s = 0; s < g.num_stages(); ++s) {
+    std::vector<Action> kept;
+    for (const Action& a : lowered[s]) {
+      if (a.type == ActionType::kForward || a.type == ActionType::kBackward) kept.push_back(a);
+    }
+    CHECK(kept == compute[s]);
+  }
+  CHECK(testing::ErrorOf([&] { AddSendRecv(g, lowered); }) ==
+        "AddSendRecv: the schedule already has sends and receives (0SEND_F0>3); it lowers compute-only schedules "
+        "(F and B)");
+}
+
+TEST_CASE("AddSendRecv(Generate1F1B) reproduces every golden schedule of the generator that placed its own sends",
+          "[schedule]") {
+  // Printed by tests/pipeline/make_1f1b_golden.cc; lines are "enc=1,2 llm=3 backward=011111 m=4 fnv1a64=<hex>".
+  std::ifstream golden("tests/pipeline/testdata/1f1b_golden.txt");
+  REQUIRE(golden);
+  int cases = 0;
+  for (std::string line; std::getline(golden, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    INFO(line);
+    std::istringstream fields(line);
+    std::string enc_field, llm_field, backward_field, m_field;
+    REQUIRE(fields >> enc_field >> llm_field >> backward_field >> m_field);
+    auto value = [](const std::string& field, const std::string& name) {
+      REQUIRE(field.rfind(name + "=", 0) == 0);
+      return field.substr(name.size() + 1);
+    };
+    std::vector<int> enc;
+    std::istringstream chains(value(enc_field, "enc"));
+    for (std::string n; std::getline(chains, n, ',');) {
+      if (n != "-") enc.push_back(std::stoi(n));
+    }
+    std::vector<bool> backward;
+    for (char c : value(backward_field, "backward")) backward.push_back(c == '1');
+    const int llm = std::stoi(value(llm_field, "llm"));
+    const int m = std::stoi(value(m_field, "m"));
+    const StageGraph g = MakeStageGraph(enc, llm, backward);
+    CHECK(testing::GoldenKey(enc, llm, backward, m) + " fnv1a64=" + testing::Fnv1a64(testing::GoldenText(OneF1B(g, m))) ==
+          line);
+    ++cases;
+  }
+  CHECK(cases == 2565);
+}
+
+TEST_CASE("actions and schedules parse from the text they print", "[schedule]") {
+  int actions = 0;
+  for (const std::vector<int>& enc : std::vector<std::vector<int>>{{}, {1}, {1, 2}, {2, 1, 2}}) {
+    for (int llm = 1; llm <= 4; ++llm) {
+      int stages = llm;
+      for (int n : enc) stages += n;
+      for (int frozen = 0; frozen < 2; ++frozen) {  // the first stage of every encoder chain frozen, or none
+        std::vector<bool> backward(stages, true);
+        for (int c = 0, s = 0; frozen && c < static_cast<int>(enc.size()); s += enc[c++]) backward[s] = false;
+        const StageGraph g = MakeStageGraph(enc, llm, backward);
+        for (int m = 1; m <= 12; m += 1 + m / 3) {
+          for (const Schedule& s : {Generate1F1B(g, m), OneF1B(g, m)}) {
+            for (const auto& stage : s) {
+              for (const Action& a : stage) {
+                CHECK(ParseAction(a.ToString()) == a);
+                ++actions;
+              }
+            }
+            CHECK(ParseSchedule(FormatSchedule(s), "round trip") == s);
+          }
+        }
+      }
+    }
+  }
+  CHECK(actions > 10000);
+  CHECK(ParseAction("1RECV_B0>2") == Action{1, ActionType::kRecvB, 0, 2});
+  CHECK(ParseAction("12F345") == Action{12, ActionType::kForward, 345, -1});
+  CHECK(FormatSchedule(Generate1F1B(MakeStageGraph({}, 2, {true, true}), 2)) ==
+        "stage 0: 0F0 0F1 0B0 0B1\nstage 1: 1F0 1B0 1F1 1B1\n");
+  CHECK(ParseSchedule("# two stages\n\nstage 0: 0F0 # forward only\n  stage 1:\n", "x") ==
+        Schedule{{{0, ActionType::kForward, 0, -1}}, {}});
+}
+
+TEST_CASE("malformed actions and schedule text name the problem", "[schedule]") {
+  auto action = [](const std::string& text) { return testing::ErrorOf([&] { ParseAction(text); }); };
+  const std::string expected =
+      " (expected <stage><F|B|SEND_F|RECV_F|SEND_B|RECV_B><microbatch>, then >peer for a send or receive, as in 2F0 "
+      "or 0SEND_F3>2)";
+  CHECK(action("3X0") == "bad action \"3X0\": no action type after the stage" + expected);
+  CHECK(action("0SEND_F1") == "bad action \"0SEND_F1\": SEND_F has no >peer" + expected);
+  CHECK(action("") == "bad action \"\": no stage number first" + expected);
+  CHECK(action("F0") == "bad action \"F0\": no stage number first" + expected);
+  CHECK(action("0F") == "bad action \"0F\": no microbatch number after F" + expected);
+  CHECK(action("0F0>1") == "bad action \"0F0>1\": \">1\" left over" + expected);
+  CHECK(action("0RECV_B1<2") == "bad action \"0RECV_B1<2\": no peer stage after the microbatch" + expected);
+  CHECK(action("-1F0") == "bad action \"-1F0\": no stage number first" + expected);
+
+  auto schedule = [](const std::string& text) { return testing::ErrorOf([&] { ParseSchedule(text, "s.txt"); }); };
+  CHECK(schedule("stage 0: 0F0\nstage 2: 2F0\n") == "s.txt:2: stage 2 comes before stage 1 (one line per stage, from "
+                                                     "stage 0 up)");
+  CHECK(schedule("stage 0: 0F0\n# again\nstage 0: 0B0\n") == "s.txt:3: stage 0 is listed twice (first on line 1)");
+  CHECK(schedule("stage 0: 0F0 0X0\n") == "s.txt:1: bad action \"0X0\": no action type after the stage" + expected);
+  CHECK(schedule("stage 0: 0F0\nstage 1: 0F0\n") == "s.txt:2: 0F0 belongs to stage 0, not stage 1");
+  CHECK(schedule("stage 0 0F0\n") == "s.txt:1: expected \"stage <n>: <actions>\", got \"stage 0 0F0\"");
+  CHECK(schedule("0: 0F0\n") == "s.txt:1: expected \"stage <n>: <actions>\", got \"0: 0F0\"");
+  CHECK(schedule("# nothing\n\n") == "s.txt: no \"stage <n>: <actions>\" line");
+
+  // A line for a stage the pipeline does not have, too few lines, a file that is not there.
+  const StageGraph g = MakeStageGraph({}, 2, {true, true});
+  const std::string path = testing::TempPath("three-stages.txt");
+  std::ofstream(path) << "stage 0: 0F0 0B0\nstage 1: 1F0 1B0\nstage 2: 2F0 2B0\n";
+  CHECK(testing::ErrorOf([&] { LoadScheduleFile(path, g, 1); }) ==
+        path + ": stage 2 does not exist: the pipeline has stages 0..1");
+  std::ofstream(path) << "stage 0: 0F0 0B0\n";
+  CHECK(testing::ErrorOf([&] { LoadScheduleFile(path, g, 1); }) ==
+        path + ": no line for stage 1: the pipeline has stages 0..1");
+  CHECK(testing::ErrorOf([&] { LoadScheduleFile("no/such/schedule.txt", g, 1); }) ==
+        "schedule file no/such/schedule.txt: cannot be read");
+  // Valid text, invalid schedule: the validator's message, after the file.
+  std::ofstream(path) << "stage 0: 0F0 0B0\nstage 1: 1F0\n";
+  CHECK(testing::ErrorOf([&] { LoadScheduleFile(path, g, 1); }).rfind(path + ": invalid schedule: stage 1 misses "
+                                                                       "the backward of microbatch 0", 0) == 0);
+}
+
+TEST_CASE("sends and receives must follow the graph's edges", "[schedule]") {
+  const StageGraph g = MakeStageGraph({1}, 2, {true, true, true});  // 0 -> 1 -> 2
+  Schedule s = OneF1B(g, 2);
+  for (auto& stage : s) {
+    for (Action& a : stage) {
+      if (a.type == ActionType::kSendF && a.stage == 1) a.peer = 0;  // activations back to the producer
+      if (a.type == ActionType::kRecvF && a.stage == 0) a.peer = 1;
+    }
+  }
+  CHECK(ErrorOf(g, s, 2).find("invalid schedule: 1SEND_F0>0: stage 0 does not consume stage 1") != std::string::npos);
+}
+
+TEST_CASE("a hand-written GPipe schedule loads, validates and simulates", "[schedule]") {
+  const StageGraph g = MakeStageGraph({}, 2, {true, true});
+  const Schedule written = ParseSchedule(
+      "# GPipe: all forwards, then all backwards\n"
+      "stage 0: 0F0 0F1 0F2 0F3 0B0 0B1 0B2 0B3\n"
+      "stage 1: 1F0 1F1 1F2 1F3 1B0 1B1 1B2 1B3\n",
+      "test");
+  const Schedule gpipe = AddSendRecv(g, written);
+  CHECK(ErrorOf(g, gpipe, 4) == "<valid>");
+  CHECK(LoadScheduleFile("configs/schedules/gpipe-2x4.txt", g, 4) == gpipe);
+  // Forwards 1 and backwards 2 per stage: stage 1 starts at 1 and ends its last backward at 13, stage 0 its at 15,
+  // the same step as 1F1B at equal stage times.
+  const Timeline t = Simulate(g, gpipe, {1, 1}, {2, 2}, 0.0);
+  CHECK(t.makespan == Approx(15.0));
+  CHECK(t.makespan == Approx(Simulate(g, OneF1B(g, 4), {1, 1}, {2, 2}, 0.0).makespan));
+  CHECK(t.stages[1].front().start == Approx(1.0));
+  // A schedule file may also spell out its communication: it is then taken as written.
+  const std::string path = testing::TempPath("gpipe-lowered.txt");
+  std::ofstream(path) << "# lowered by hand\n" << FormatSchedule(gpipe);
+  CHECK(LoadScheduleFile(path, g, 4) == gpipe);
 }

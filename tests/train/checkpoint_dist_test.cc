@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/train/checkpoint.h"
 #include "cornstarch/train/trainer.h"

@@ -7,13 +7,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/adamw.h"
 #include "cornstarch/train/checkpoint.h"
 #include "cornstarch/train/metrics.h"
 #include "cornstarch/train/trainer.h"
-#include "cornstarch/util/check.h"
+#include "cornstarch/base/check.h"
 #include "tests/error_of.h"
 #include "tests/temp_path.h"
 

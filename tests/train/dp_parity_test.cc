@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/trainer.h"

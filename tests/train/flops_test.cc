@@ -1,11 +1,13 @@
-// The MFU numerator: model FLOPs of a step, counted by hand for a small model and compared with the trainer's.
+// The MFU numerator: model FLOPs of a step, counted by hand for a small model and compared with train/mfu.h.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 
-#include "cornstarch/attention/bitfield_mask.h"
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/data/synthetic_dataset.h"
+#include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/train/mfu.h"
 #include "cornstarch/train/trainer.h"
 
 using namespace cornstarch;
@@ -52,11 +54,11 @@ TEST_CASE("step FLOPs equal a hand count: frozen-aware backward, allowed attenti
   const double per_sample_without_attention = patch + enc_block + enc_norm + 3 * projector + 3 * embed +
                                               3 * (llm_proj + llm_mlp) + 3 * head;
   const double expected = 2 * per_sample_without_attention + 3 * 4.0 * pairs * 32;
-  CHECK(trainer.BatchFlops(batch) == Approx(expected).epsilon(1e-12));
+  CHECK(BatchFlops(c.model, trainer.model().spec(), batch) == Approx(expected).epsilon(1e-12));
   // Encoder and projector run once per image: a batch with a third image counts them once more.
   Batch three = batch;
   three.modalities[0].inputs = torch::cat({batch.modalities[0].inputs, batch.modalities[0].inputs.narrow(0, 0, 1)});
-  CHECK(trainer.BatchFlops(three) ==
+  CHECK(BatchFlops(c.model, trainer.model().spec(), three) ==
         Approx(expected + patch + enc_block + enc_norm + 3 * projector).epsilon(1e-12));
 
   const StepMetrics m = trainer.Step();

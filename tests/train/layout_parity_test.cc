@@ -4,16 +4,20 @@
 // pp x dp, cp with each split, cp x pp and cp x dp; with frozen encoders, a frozen LLM and everything trainable.
 // The real-data config (packed LLaVA-style conversations with images and audio, some sequences without any) runs
 // as pp = 2, cp = 2 and pp x cp on a dataset each rank generates for itself. Tolerance: 1e-5 relative on every step's loss (only the order of floating-point sums differs: the stages'
-// squared gradient norms are added across ranks); weights 1e-4 as in the dp parity test.
+// squared gradient norms are added across ranks); weights 1e-4 as in the dp parity test. One layout runs a schedule
+// loaded from a file (GPipe) rather than 1F1B.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <map>
+#include <sstream>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/data/demo_dataset.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/train/executor.h"
 #include "cornstarch/train/trainer.h"
 #include "tests/temp_path.h"
 
@@ -21,6 +25,13 @@ using namespace cornstarch;
 using cornstarch::testing::TempPath;
 
 namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 struct Variant {
   std::string config;
@@ -38,7 +49,10 @@ std::vector<Variant> VariantsFor(int world) {
               {llava, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=16", "parallel.cp_split=zigzag"}},
               {real, {"parallel.pp=2", "model.encoders.vision.frozen=true"}},
               {real, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=32"}},
-              {llava, {"parallel.pp=2", "model.activation_checkpointing=true"}}};
+              {llava, {"parallel.pp=2", "model.activation_checkpointing=true"}},
+              // A schedule written by hand (GPipe: every forward, then every backward) instead of 1F1B.
+              {tiny, {"parallel.pp=2", "parallel.pipeline=colocated",
+                      "parallel.schedule_file=configs/schedules/gpipe-2x4.txt"}}};
     case 3:
       return {{tiny, {"parallel.pp=3"}},
               {tiny, {"parallel.pp=3", "model.encoders.vision.frozen=true", "model.encoders.audio.frozen=true",
@@ -92,6 +106,7 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
     Config reference_cfg = cfg;
     reference_cfg.parallel.pp = reference_cfg.parallel.dp = reference_cfg.parallel.cp = 1;
     reference_cfg.model.activation_checkpointing = false;  // recomputing must not change the curve either
+    reference_cfg.parallel.schedule_file.clear();  // a schedule file is for the layout's stages
     Trainer reference(reference_cfg);
     const std::vector<StepMetrics> expected = reference.Run();
 
@@ -113,6 +128,19 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
       INFO(name);
       REQUIRE(ref_params.count(name));
       CHECK(torch::allclose(p, ref_params[name], /*rtol=*/1e-4, /*atol=*/1e-4));
+    }
+    if (!cfg.parallel.schedule_file.empty()) {
+      // The stage ran the file's order: its forwards and backwards as listed, the communication added.
+      const int stage = runtime.coord().pp;
+      const Schedule file = ParseSchedule(ReadFile(cfg.parallel.schedule_file), cfg.parallel.schedule_file);
+      std::string ran, listed;
+      for (const ActionTiming& t : trainer.executor().timings()) {
+        if (t.action.type == ActionType::kForward || t.action.type == ActionType::kBackward) {
+          ran += t.action.ToString() + " ";
+        }
+      }
+      for (const Action& a : file.at(stage)) listed += a.ToString() + " ";
+      CHECK(ran == listed);
     }
     // A stage holds exactly its planned layers.
     if (cfg.parallel.pp > 1) CHECK(trainer.model().NamedParameters().size() < ref_params.size());

@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/train/adamw.h"
-#include "cornstarch/train/lr_schedule.h"
+#include "cornstarch/plan/lr_schedule.h"
 
 using namespace cornstarch;
 
@@ -73,17 +73,17 @@ TEST_CASE("LR schedule: linear warm-up, then decay to min_lr at the last step", 
   const int64_t steps = 14;
   CHECK(LearningRate(o, steps, 0) == Approx(0.25));
   CHECK(LearningRate(o, steps, 3) == Approx(1.0));
-  for (const char* decay : {"cosine", "linear"}) {
+  for (const LrDecay decay : {LrDecay::kCosine, LrDecay::kLinear}) {
     o.decay = decay;
-    INFO(decay);
+    INFO(NameOf(decay));
     CHECK(LearningRate(o, steps, 4) == Approx(1.0));
     CHECK(LearningRate(o, steps, 13) == Approx(0.1));
     for (int64_t s = 4; s < 13; ++s) CHECK(LearningRate(o, steps, s + 1) < LearningRate(o, steps, s));
   }
-  o.decay = "linear";
+  o.decay = LrDecay::kLinear;
   CHECK(LearningRate(o, steps, 7) == Approx(1.0 - 0.9 * 3.0 / 9.0));
-  o.decay = "cosine";
+  o.decay = LrDecay::kCosine;
   CHECK(LearningRate(o, 10, 6) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 2.0 / 5.0))));
-  o.decay = "constant";
+  o.decay = LrDecay::kConstant;
   CHECK(LearningRate(o, steps, 12) == 1.0);
 }

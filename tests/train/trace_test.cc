@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/train/trainer.h"
 #include "tests/temp_path.h"

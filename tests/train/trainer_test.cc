@@ -6,7 +6,7 @@
 #include <set>
 #include <numeric>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/data/synthetic_dataset.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/adamw.h"

@@ -4,12 +4,12 @@
 
 #include <catch2/catch.hpp>
 
-#include "cornstarch/config/config.h"
+#include "cornstarch/plan/config.h"
 #include "cornstarch/data/batch.h"
 #include "cornstarch/train/trainer.h"
-#include "cornstarch/util/check.h"
-#include "cornstarch/util/cuda_device.h"
-#include "cornstarch/util/torch_runtime.h"
+#include "cornstarch/base/check.h"
+#include "cornstarch/device/cuda_device.h"
+#include "cornstarch/device/torch_runtime.h"
 #include "tests/error_of.h"
 
 using namespace cornstarch;
@@ -44,8 +44,8 @@ TEST_CASE("without a GPU the device queries answer none, and train.device cuda i
   }
   CHECK_THAT(ErrorOf([] { CudaDeviceName(0); }), Contains("CUDA device 0: "));
   CHECK(CudaMemoryUsedMiB(0) == 0);
-  CHECK(TrainingDevice("cpu", 3) == c10::Device(c10::kCPU));
-  CHECK_THAT(ErrorOf([] { TrainingDevice("cuda", 0); }),
+  CHECK(TrainingDevice(DeviceType::kCpu, 3) == c10::Device(c10::kCPU));
+  CHECK_THAT(ErrorOf([] { TrainingDevice(DeviceType::kCuda, 0); }),
              Contains("train.device: 'cuda' needs a CUDA build of LibTorch and a visible GPU"));
   const Config cfg = ParseConfig("", "gpu.yaml", {"train.device=cuda", "model.encoders.vision.type=vision"});
   CHECK_THAT(ErrorOf([&] { Trainer t(cfg); }), Contains("train.device: 'cuda' needs a CUDA build"));

@@ -1,0 +1,63 @@
+// LLaVA-style conversation samples: reading them from JSON/JSONL, and turning one into tokens, labels and the
+// spans of its media placeholders.
+//
+// The prompt format (Vicuna/LLaVA-1.5 style): BOS, then per turn
+//   system: the text
+//   human:  "USER: " + the text, each placeholder expanded to the encoder's token count
+//   gpt:    "ASSISTANT:" + the text + EOS
+// with loss on the assistant's text and EOS only. Text pieces between placeholders are encoded separately.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/data/tokenizer.h"
+
+namespace cornstarch {
+
+struct Turn {
+  std::string from;  // "system", "human" (or "user"), "gpt" (or "assistant")
+  std::string value;
+};
+
+struct ConversationSample {
+  std::string id;
+  std::vector<std::string> images, audios;  // paths as written in the file
+  std::vector<Turn> turns;
+};
+
+// Reads a .json file holding an array of samples, or a .jsonl file with one sample per line. Throws Error naming
+// the file and the sample (or line) for malformed JSON or a sample without a list of conversations.
+std::vector<ConversationSample> ReadConversations(const std::string& path);
+
+// How an encoder's media appear in the text.
+struct MediaSlot {
+  bool vision = true;           // takes the sample's images (else its audios)
+  std::string placeholder;      // e.g. "<image>"
+  int64_t placeholder_id = 0;   // token id written over the expanded placeholder
+  int64_t tokens = 0;           // tokens one instance contributes to the LLM sequence
+};
+
+struct MediaRef {
+  int encoder = 0;          // index into the slots (and the model's encoders)
+  std::string path;         // as in the sample
+  int64_t position = 0;     // first placeholder token in the sample
+};
+
+struct TokenizedSample {
+  std::vector<int64_t> ids;
+  std::vector<int64_t> labels;  // target of position t (already shifted), -100 where no loss
+  std::vector<MaskSpan> spans;  // text and one span per media instance
+  std::vector<MediaRef> media;  // in order of position
+  int64_t length() const { return static_cast<int64_t>(ids.size()); }
+};
+
+// Throws Error for a sample whose placeholders do not match its media (a bad sample the caller may skip), an
+// unknown role, or a placeholder in an assistant turn. A sample whose media have no placeholder at all gets them
+// (one per line) in front of its first human turn, as LLaVA does.
+TokenizedSample TokenizeConversation(const ConversationSample& sample, const Tokenizer& tokenizer,
+                                     const std::vector<MediaSlot>& slots);
+
+}  // namespace cornstarch

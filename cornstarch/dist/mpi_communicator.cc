@@ -1,0 +1,230 @@
+#include "cornstarch/dist/mpi_communicator.h"
+
+#include <ATen/ATen.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "cornstarch/base/check.h"
+#include "cornstarch/base/logging.h"
+
+namespace cornstarch {
+
+namespace {
+
+void MpiCheck(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw std::runtime_error(std::string(call) + " failed: " + std::string(text, len));
+}
+
+MPI_Datatype MpiType(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kLong: return MPI_INT64_T;
+    case at::kInt: return MPI_INT32_T;
+    case at::kShort: return MPI_INT16_T;
+    case at::kChar: return MPI_INT8_T;
+    case at::kByte: return MPI_UINT8_T;
+    case at::kBool: return MPI_C_BOOL;
+    case at::kHalf:
+    case at::kBFloat16: return MPI_UINT16_T;  // moved as bits; reductions go through float
+    default: CS_CHECK(false, "no MPI type for ", t.scalar_type());
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+void CheckCpuContiguous(const at::Tensor& t, const char* op) {
+  CS_CHECK(t.defined() && t.device().is_cpu() && t.is_contiguous(), op, ": MPI needs a contiguous CPU tensor");
+}
+
+class MpiCommunicator;
+
+// Polls requests until done or the communicator's timeout expires, then reports and aborts.
+void WaitRequests(const MpiCommunicator& comm, MPI_Request* requests, int count, const std::string& op);
+
+class MpiWork final : public Work {
+ public:
+  MpiWork(const MpiCommunicator& comm, MPI_Request request, at::Tensor keep_alive, std::string op)
+      : comm_(comm), request_(request), tensor_(std::move(keep_alive)), op_(std::move(op)) {}
+  ~MpiWork() override {
+    if (!done_) Wait();
+  }
+  void Wait() override {
+    if (done_) return;
+    WaitRequests(comm_, &request_, 1, op_);
+    done_ = true;
+  }
+
+ private:
+  const MpiCommunicator& comm_;
+  MPI_Request request_;
+  at::Tensor tensor_;
+  std::string op_;
+  bool done_ = false;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, std::string name, double timeout_seconds, bool owned)
+      : comm_(comm), name_(std::move(name)), timeout_(timeout_seconds), owned_(owned) {
+    MpiCheck(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    MpiCheck(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owned_ && !finalized) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  double timeout() const { return timeout_; }
+  int world_rank() const { return world_rank_; }
+
+  void Send(const at::Tensor& tensor, int dst, int tag) override { ISend(tensor, dst, tag)->Wait(); }
+  void Recv(at::Tensor& tensor, int src, int tag) override { IRecv(tensor, src, tag)->Wait(); }
+
+  std::unique_ptr<Work> ISend(const at::Tensor& tensor, int dst, int tag) override {
+    CheckCpuContiguous(tensor, "send");
+    CheckPeer(dst);
+    MPI_Request req;
+    MpiCheck(MPI_Isend(tensor.data_ptr(), Count(tensor), MpiType(tensor), dst, tag, comm_, &req), "MPI_Isend");
+    return std::make_unique<MpiWork>(*this, req, tensor, "send to rank " + std::to_string(dst) + " (tag " +
+                                                             std::to_string(tag) + ")");
+  }
+
+  std::unique_ptr<Work> IRecv(at::Tensor& tensor, int src, int tag) override {
+    CheckCpuContiguous(tensor, "recv");
+    CheckPeer(src);
+    MPI_Request req;
+    MpiCheck(MPI_Irecv(tensor.data_ptr(), Count(tensor), MpiType(tensor), src, tag, comm_, &req), "MPI_Irecv");
+    return std::make_unique<MpiWork>(*this, req, tensor, "recv from rank " + std::to_string(src) + " (tag " +
+                                                             std::to_string(tag) + ")");
+  }
+
+  void AllReduce(at::Tensor& tensor, ReduceOp op) override {
+    CheckCpuContiguous(tensor, "allreduce");
+    const bool half = tensor.scalar_type() == at::kHalf || tensor.scalar_type() == at::kBFloat16;
+    at::Tensor buffer = half ? tensor.to(at::kFloat) : tensor;
+    if (op == ReduceOp::kAvg) {
+      CS_CHECK(at::isFloatingType(buffer.scalar_type()), "allreduce avg needs a floating tensor");
+    }
+    MPI_Request req;
+    MpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), Count(buffer), MpiType(buffer),
+                            op == ReduceOp::kMax ? MPI_MAX : MPI_SUM, comm_, &req),
+             "MPI_Iallreduce");
+    WaitRequests(*this, &req, 1, "allreduce");
+    if (op == ReduceOp::kAvg) buffer.div_(size_);
+    if (half) tensor.copy_(buffer);
+  }
+
+  void AllGather(const at::Tensor& input, at::Tensor& output) override {
+    CheckCpuContiguous(input, "allgather");
+    CheckCpuContiguous(output, "allgather");
+    CS_CHECK(output.numel() == input.numel() * size_ && output.scalar_type() == input.scalar_type(),
+             "allgather output must hold ", size_, " x ", input.numel(), " elements of the input's dtype");
+    MPI_Request req;
+    MpiCheck(MPI_Iallgather(input.data_ptr(), Count(input), MpiType(input), output.data_ptr(), Count(input),
+                            MpiType(input), comm_, &req),
+             "MPI_Iallgather");
+    WaitRequests(*this, &req, 1, "allgather");
+  }
+
+  void Broadcast(at::Tensor& tensor, int root) override {
+    CheckCpuContiguous(tensor, "broadcast");
+    CheckPeer(root);
+    MPI_Request req;
+    MpiCheck(MPI_Ibcast(tensor.data_ptr(), Count(tensor), MpiType(tensor), root, comm_, &req), "MPI_Ibcast");
+    WaitRequests(*this, &req, 1, "broadcast from rank " + std::to_string(root));
+  }
+
+  void Barrier() override {
+    MPI_Request req;
+    MpiCheck(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
+    WaitRequests(*this, &req, 1, "barrier");
+  }
+
+  std::unique_ptr<Communicator> Split(int color, int key, const std::string& name) override {
+    Barrier();  // MPI_Comm_split blocks without a timeout: make sure every rank has arrived first
+    MPI_Comm sub;
+    MpiCheck(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    return std::make_unique<MpiCommunicator>(sub, name, timeout_, true);
+  }
+
+ private:
+  static int Count(const at::Tensor& t) {
+    CS_CHECK(t.numel() <= std::numeric_limits<int>::max(), "tensor of ", t.numel(), " elements is too large for MPI");
+    return static_cast<int>(t.numel());
+  }
+  void CheckPeer(int peer) const {
+    CS_CHECK(peer >= 0 && peer < size_, name_, ": rank ", peer, " outside a group of ", size_);
+  }
+
+  MPI_Comm comm_;
+  std::string name_;
+  double timeout_;
+  bool owned_;
+  int rank_ = 0, size_ = 1, world_rank_ = 0;
+};
+
+void WaitRequests(const MpiCommunicator& comm, MPI_Request* requests, int count, const std::string& op) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration<double>(comm.timeout());
+  for (long polls = 0;; ++polls) {
+    int done = 0;
+    MpiCheck(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), op.c_str());
+    if (done) return;
+    // Spin briefly for latency, then back off so a waiting rank leaves the core to the others.
+    if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 500 : 20));
+    if (Clock::now() > deadline) {
+      spdlog::critical("rank {}: {} on communicator '{}' (rank {} of {}) did not complete within {} s; a peer is "
+                       "stuck or dead. Aborting the job.",
+                       comm.world_rank(), op, comm.name(), comm.rank(), comm.size(), comm.timeout());
+      AbortJob(3);
+    }
+  }
+}
+
+}  // namespace
+
+void InitMpi(int* argc, char*** argv) {
+  if (MpiInitialized()) return;
+  int provided = 0;
+  MpiCheck(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  });
+}
+
+bool MpiInitialized() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  return initialized != 0;
+}
+
+std::unique_ptr<Communicator> MakeMpiWorldCommunicator(double timeout_seconds) {
+  CS_CHECK(MpiInitialized(), "InitMpi first");
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, "world", timeout_seconds, false);
+}
+
+void AbortJob(int code) {
+  spdlog::default_logger()->flush();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (MpiInitialized() && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace cornstarch

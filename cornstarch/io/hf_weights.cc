@@ -1,0 +1,337 @@
+#include "cornstarch/io/hf_weights.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cornstarch/io/safetensors.h"
+#include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/base/check.h"
+
+namespace cornstarch {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every tensor name a checkpoint of this architecture (an encoder's, or the LLM's when `encoder` is null) has,
+// whether or not we use it.
+bool UnderArchitecture(const std::string& name, const EncoderConfig* encoder) {
+  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  if (!encoder) return starts("model.layers.") || starts("model.embed_tokens.") || starts("model.norm.") || starts("lm_head.");
+  if (encoder->type == EncoderType::kVision) return starts("vision_model.");
+  return starts("model.encoder.");
+}
+
+// Tensors a checkpoint may hold that this model derives itself or has no use for: RoPE frequencies, position-id
+// buffers, Whisper's sinusoidal positions (compared with ours on load), SigLIP's attention-pooling head (not part
+// of the token features an MLLM uses).
+bool Derived(const std::string& name) {
+  return name.find("rotary_emb.inv_freq") != std::string::npos ||
+         name.find("embeddings.position_ids") != std::string::npos ||
+         name.find("embed_positions.weight") != std::string::npos || name.rfind("vision_model.head.", 0) == 0;
+}
+
+// A checkpoint: one file, or shards listed by an index.
+class HfSource {
+ public:
+  explicit HfSource(const std::string& path) : path_(path) {
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) {
+      Open(path);
+      return;
+    }
+    const fs::path index = fs::path(path) / "model.safetensors.index.json";
+    if (fs::exists(index, ec)) {
+      std::ifstream in(index);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(in);
+        for (const auto& [name, file] : j.at("weight_map").items()) {
+          shard_of_[name] = (fs::path(path) / file.get<std::string>()).string();
+        }
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(index.string() + ": malformed index: " + e.what());
+      }
+      return;
+    }
+    const fs::path single = fs::path(path) / "model.safetensors";
+    if (!fs::exists(single, ec)) {
+      throw Error(path + ": neither model.safetensors nor model.safetensors.index.json in this directory");
+    }
+    Open(single.string());
+  }
+
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& [name, file] : shard_of_) out.push_back(name);
+    return out;
+  }
+  bool contains(const std::string& name) const { return shard_of_.count(name) > 0; }
+  const std::string& file_of(const std::string& name) const { return shard_of_.at(name); }
+
+  torch::Tensor Get(const std::string& name) {
+    const std::string& file = shard_of_.at(name);
+    std::unique_ptr<SafetensorsFile>& f = open_[file];
+    if (!f) f = std::make_unique<SafetensorsFile>(file);
+    if (!f->contains(name)) throw Error(file + ": no tensor '" + name + "', though the index lists it here");
+    return f->Get(name);
+  }
+
+ private:
+  void Open(const std::string& file) {
+    auto f = std::make_unique<SafetensorsFile>(file);
+    for (const auto& [name, e] : f->header().tensors) shard_of_[name] = file;
+    open_[file] = std::move(f);
+  }
+
+  std::string path_;
+  std::map<std::string, std::string> shard_of_;
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
+};
+
+std::string FinalNorm(const EncoderConfig& e) {
+  return e.type == EncoderType::kVision ? "vision_model.post_layernorm" : "model.encoder.layer_norm";
+}
+
+// Block `i` of a SigLIP/CLIP or Whisper tower; `ours` is our layer's name.
+std::vector<HfTensor> EncoderBlockTensors(const EncoderConfig& e, int64_t i, const std::string& ours) {
+  const bool vision = e.type == EncoderType::kVision;
+  const std::string p = (vision ? "vision_model.encoder.layers." : "model.encoder.layers.") + std::to_string(i) + ".";
+  const std::string attn = p + "self_attn.";
+  std::vector<HfTensor> out;
+  auto both = [&](const std::string& mine, const std::string& theirs) {
+    out.push_back({ours + "." + mine + ".weight", {{theirs + ".weight"}}, ""});
+    out.push_back({ours + "." + mine + ".bias", {{theirs + ".bias"}}, ""});
+  };
+  both("norm1", p + (vision ? "layer_norm1" : "self_attn_layer_norm"));
+  out.push_back({ours + ".qkv.weight", {{attn + "q_proj.weight"}, {attn + "k_proj.weight"}, {attn + "v_proj.weight"}}, ""});
+  out.push_back({ours + ".qkv.bias",
+                 {{attn + "q_proj.bias"}, vision ? HfPart{attn + "k_proj.bias"} : HfPart{"", e.hidden_size},
+                  {attn + "v_proj.bias"}},
+                 ""});
+  both("out", attn + "out_proj");
+  both("norm2", p + (vision ? "layer_norm2" : "final_layer_norm"));
+  both("fc1", p + (vision ? "mlp.fc1" : "fc1"));
+  both("fc2", p + (vision ? "mlp.fc2" : "fc2"));
+  return out;
+}
+
+// Tensors of the tower this configuration knows but does not use: blocks after feature_layer and, without
+// post_norm, the final LayerNorm. Neither missing nor unexpected.
+std::vector<std::string> UnusedTensors(const EncoderConfig& e) {
+  std::vector<std::string> out;
+  for (int64_t i = EncoderBlocks(e); i < e.num_layers; ++i) {
+    for (const HfTensor& t : EncoderBlockTensors(e, i, "")) {
+      for (const HfPart& part : t.parts) {
+        if (!part.name.empty()) out.push_back(part.name);
+      }
+    }
+  }
+  if (!e.post_norm) out.insert(out.end(), {FinalNorm(e) + ".weight", FinalNorm(e) + ".bias"});
+  return out;
+}
+
+std::string List(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+// Whisper stores its fixed sinusoids as a tensor; we compute them (chain_ends.cc). A checkpoint whose positions
+// are not those sinusoids (learned, or another formula) would silently train against different positions, so it
+// is refused. 1e-2 absolute covers bf16 storage (rounding up to 2^-8 on values in [-1, 1]).
+void CheckWhisperPositions(const MultimodalModel& model, int embed_layer, HfSource& source, const std::string& prefix) {
+  const std::string name = prefix + "model.encoder.embed_positions.weight";
+  if (!source.contains(name)) return;
+  torch::Tensor ours;
+  for (const auto& [n, b] : model.NamedBuffers()) {
+    if (n == model.spec().layers[embed_layer].name + ".position") ours = b;
+  }
+  CS_CHECK(ours.defined(), "no position buffer in ", model.spec().layers[embed_layer].name);
+  const torch::Tensor theirs = source.Get(name).to(torch::kFloat);
+  if (theirs.dim() != 2 || theirs.size(0) < ours.size(0) || theirs.size(1) != ours.size(1)) {
+    throw Error(source.file_of(name) + ": " + name + " is " + c10::str(theirs.sizes()) + ", but the encoder needs at "
+                "least " + c10::str(ours.sizes()) + " (num_frames / 2 positions of hidden_size)");
+  }
+  const torch::Tensor diff = (theirs.narrow(0, 0, ours.size(0)) - ours).abs();
+  const double worst = diff.max().item<double>();
+  if (worst > 1e-2) {
+    const int64_t row = diff.argmax().item<int64_t>() / diff.size(1);
+    throw Error(source.file_of(name) + ": " + name + " differs from Whisper's sinusoidal positions by " +
+                c10::str(worst) + " at position " + c10::str(row) + "; this encoder computes them and cannot take "
+                "learned ones");
+  }
+}
+
+}  // namespace
+
+std::vector<HfTensor> HfTensorsOf(const ModelConfig& config, const ModelSpec& spec, int layer) {
+  const LayerSpec& ls = spec.layers[layer];
+  const ChainSpec& chain = spec.chains[ls.chain];
+  const int pos = layer - chain.begin, last = chain.end - chain.begin - 1;
+  std::vector<HfTensor> out;
+  auto one = [&](const std::string& ours, const std::string& theirs, const std::string& fallback = "") {
+    out.push_back({ls.name + "." + ours, {{theirs, 0}}, fallback});
+  };
+  auto both = [&](const std::string& ours, const std::string& theirs) {
+    one(ours + ".weight", theirs + ".weight");
+    one(ours + ".bias", theirs + ".bias");
+  };
+  if (ls.chain == spec.llm_chain()) {
+    if (pos == 0) {
+      one("embed.weight", "model.embed_tokens.weight");
+    } else if (pos == last) {
+      one("norm.weight", "model.norm.weight");
+      one("out.weight", "lm_head.weight", "model.embed_tokens.weight");
+    } else {
+      const std::string p = "model.layers." + std::to_string(pos - 1) + ".";
+      one("attn_norm.weight", p + "input_layernorm.weight");
+      for (const char* m : {"q", "k", "v"}) {
+        one(std::string(m) + ".weight", p + "self_attn." + m + "_proj.weight");
+        if (config.llm.attention_bias) one(std::string(m) + ".bias", p + "self_attn." + m + "_proj.bias");
+      }
+      one("o.weight", p + "self_attn.o_proj.weight");
+      one("mlp_norm.weight", p + "post_attention_layernorm.weight");
+      for (const char* m : {"gate", "up", "down"}) one(std::string(m) + ".weight", p + "mlp." + m + "_proj.weight");
+    }
+    return out;
+  }
+  const EncoderConfig& e = config.encoders[ls.chain];
+  if (pos == last) {  // the projector
+    const std::string p = "multi_modal_projector." + e.name + ".";
+    both("fc1", p + "linear_1");
+    if (e.projector.type == ProjectorType::kMlp) both("fc2", p + "linear_2");
+    return out;
+  }
+  if (pos == last - 1) {
+    if (e.post_norm) both("norm", FinalNorm(e));
+    return out;
+  }
+  if (pos == 0) {
+    if (e.type == EncoderType::kVision) {
+      const std::string p = "vision_model.embeddings.";
+      if (e.vision_style == VisionStyle::kClip) {
+        one("patch.weight", p + "patch_embedding.weight");
+        one("class_token", p + "class_embedding");
+        both("pre_norm", "vision_model.pre_layrnorm");
+      } else {
+        both("patch", p + "patch_embedding");
+      }
+      one("position", p + "position_embedding.weight");
+    } else {
+      both("conv1", "model.encoder.conv1");
+      both("conv2", "model.encoder.conv2");
+    }
+    return out;
+  }
+  return EncoderBlockTensors(e, pos - 1, ls.name);
+}
+
+void LoadHfWeights(MultimodalModel& model, int chain) {
+  const ModelSpec& spec = model.spec();
+  const ModelConfig& config = model.config();
+  const bool llm = chain == spec.llm_chain();
+  const std::string& path = llm ? config.llm.weights : config.encoders[chain].weights;
+  const std::string& prefix = llm ? config.llm.weights_prefix : config.encoders[chain].weights_prefix;
+  const EncoderConfig* encoder = llm ? nullptr : &config.encoders[chain];
+  const std::string module = llm ? "model.llm" : "model.encoders." + config.encoders[chain].name;
+  HfSource source(path);
+  std::map<std::string, torch::Tensor> params;
+  for (const auto& [name, p] : model.NamedParameters()) params[name] = p;
+  // What the whole chain maps to (every rank, whatever layers it holds), for the unexpected-tensor check.
+  std::set<std::string> expected;
+  std::vector<std::string> missing;
+  torch::NoGradGuard no_grad;
+  const ChainSpec& c = spec.chains[chain];
+  for (int l = c.begin; l < c.end; ++l) {
+    const bool projector = !llm && l == c.end - 1;  // no Hugging Face standard: trained from scratch
+    for (const HfTensor& t : HfTensorsOf(config, spec, l)) {
+      for (const HfPart& part : t.parts) {
+        if (!part.name.empty()) expected.insert(prefix + part.name);
+      }
+      if (!t.fallback.empty()) expected.insert(prefix + t.fallback);
+      if (projector || !model.has_layer(l)) continue;
+      std::vector<torch::Tensor> pieces;
+      std::string from;
+      for (const HfPart& part : t.parts) {
+        std::string name = prefix + part.name;
+        if (part.name.empty()) {
+          pieces.push_back(torch::zeros({part.zero_rows}));
+          continue;
+        }
+        if (!source.contains(name) && !t.fallback.empty() && pieces.empty()) name = prefix + t.fallback;
+        if (!source.contains(name)) {
+          missing.push_back(name);
+          continue;
+        }
+        from = source.file_of(name);
+        pieces.push_back(source.Get(name).to(torch::kFloat));
+      }
+      if (pieces.size() != t.parts.size()) continue;
+      const torch::Tensor value = pieces.size() == 1 ? pieces[0] : torch::cat(pieces);
+      torch::Tensor& p = params.at(t.ours);
+      if (value.sizes() != p.sizes()) {
+        throw Error(from + ": " + prefix + t.parts[0].name + (t.parts.size() > 1 ? " (fused with the k/v parts)" : "") +
+                    " is " + c10::str(value.sizes()) + ", but " + t.ours + " needs " + c10::str(p.sizes()) +
+                    "; check " + module + " against the checkpoint's config");
+      }
+      p.copy_(value);
+    }
+  }
+  if (!llm) {
+    for (const std::string& name : UnusedTensors(config.encoders[chain])) expected.insert(prefix + name);
+  }
+  if (!missing.empty()) throw Error(path + ": missing tensors for " + module + ": " + List(missing));
+  if (encoder && encoder->type == EncoderType::kAudio && model.has_layer(c.begin)) CheckWhisperPositions(model, c.begin, source, prefix);
+  std::vector<std::string> unexpected;
+  for (const std::string& name : source.names()) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string bare = name.substr(prefix.size());
+    if (UnderArchitecture(bare, encoder) && !Derived(bare) && !expected.count(name)) unexpected.push_back(name);
+  }
+  if (!unexpected.empty()) {
+    throw Error(path + ": tensors " + module + " has no place for (more layers or another architecture in the "
+                "checkpoint?): " + List(unexpected));
+  }
+}
+
+void ExportHfWeights(const MultimodalModel& model, const std::string& path) {
+  std::map<std::string, torch::Tensor> params;
+  for (const auto& [name, p] : model.NamedParameters()) params[name] = p;
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  const ModelSpec& spec = model.spec();
+  for (int l = 0; l < static_cast<int>(spec.layers.size()); ++l) {
+    if (!model.has_layer(l)) continue;
+    for (const HfTensor& t : HfTensorsOf(model.config(), spec, l)) {
+      const torch::Tensor p = params.at(t.ours).detach();
+      if (t.parts.size() == 1) {
+        out.emplace_back(t.parts[0].name, p);
+        continue;
+      }
+      const int64_t rows = p.size(0) / static_cast<int64_t>(t.parts.size());  // q, k, v of equal height
+      for (size_t i = 0; i < t.parts.size(); ++i) {
+        if (!t.parts[i].name.empty()) out.emplace_back(t.parts[i].name, p.narrow(0, static_cast<int64_t>(i) * rows, rows));
+      }
+    }
+  }
+  WriteSafetensors(path, out, {{"format", "pt"}});
+}
+
+void WriteHfIndex(const std::string& dir, const std::vector<std::string>& shards) {
+  nlohmann::json map = nlohmann::json::object();
+  for (const std::string& shard : shards) {
+    const SafetensorsFile file(dir + "/" + shard);
+    for (const auto& [name, entry] : file.header().tensors) map[name] = shard;
+  }
+  WriteFileAtomically(dir + "/model.safetensors.index.json",
+                      nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", map}}.dump(1) + "\n");
+}
+
+}  // namespace cornstarch

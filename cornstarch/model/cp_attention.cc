@@ -1,0 +1,96 @@
+#include "cornstarch/model/cp_attention.h"
+
+#include <torch/torch.h>
+
+#include "cornstarch/model/bitfield_attention.h"
+#include "cornstarch/dist/communicator.h"
+#include "cornstarch/base/check.h"
+
+namespace cornstarch {
+
+namespace {
+
+// `index` [B, L] -> [B, (H,) L, (D)] broadcast along the head and feature dims of a [B, H, L, D] tensor.
+torch::Tensor Expand(const torch::Tensor& index, const torch::Tensor& like) {
+  return index.unsqueeze(1).unsqueeze(3).expand({like.size(0), like.size(1), index.size(1), like.size(3)});
+}
+
+// The full-sequence tensor with `rows[r]` ([cp, B, L, D]-shaped pieces along dim 2) scattered to their tokens.
+torch::Tensor Place(const torch::Tensor& pieces, const torch::Tensor& tokens, int64_t seq_len) {
+  const torch::Tensor first = pieces[0];
+  torch::Tensor full = torch::zeros({first.size(0), first.size(1), seq_len, first.size(3)}, first.options());
+  for (int64_t r = 0; r < tokens.size(0); ++r) full.scatter_(2, Expand(tokens[r], first), pieces[r]);
+  return full;
+}
+
+torch::Tensor AllGatherPieces(const torch::Tensor& local, Communicator& comm) {
+  const torch::Tensor in = local.contiguous();
+  torch::Tensor out = torch::empty({comm.size() * in.numel()}, in.options());
+  comm.AllGather(in, out);
+  std::vector<int64_t> shape = {comm.size()};
+  for (int64_t d : in.sizes()) shape.push_back(d);
+  return out.view(shape);
+}
+
+BitfieldAttentionOptions LocalQueryTiles(const torch::Tensor& local_tokens, int64_t seq_len) {
+  BitfieldAttentionOptions o;
+  const int64_t nq = (seq_len + o.tile_q - 1) / o.tile_q;
+  const torch::Tensor t = local_tokens.contiguous();
+  for (int64_t b = 0; b < t.size(0); ++b) {
+    std::vector<uint8_t> flags(static_cast<size_t>(nq), 0);
+    const int64_t* p = t[b].data_ptr<int64_t>();
+    for (int64_t i = 0; i < t.size(1); ++i) flags[static_cast<size_t>(p[i] / o.tile_q)] = 1;
+    o.query_tiles.push_back(std::move(flags));
+  }
+  return o;
+}
+
+class CpAttentionFunction : public torch::autograd::Function<CpAttentionFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& words, const torch::Tensor& tokens,
+                               Communicator* comm) {
+    const int rank = comm->rank();
+    const int64_t n = words.size(1);
+    const torch::Tensor mine = tokens[rank];
+    torch::Tensor q_full = torch::zeros({q.size(0), q.size(1), n, q.size(3)}, q.options());
+    q_full.scatter_(2, Expand(mine, q), q);
+    const torch::Tensor k_full = Place(AllGatherPieces(k, *comm), tokens, n);
+    const torch::Tensor v_full = Place(AllGatherPieces(v, *comm), tokens, n);
+    auto [out, lse] = BitfieldAttentionForward(q_full, k_full, v_full, words, LocalQueryTiles(mine, n));
+    ctx->save_for_backward({q_full, k_full, v_full, words, out, lse, tokens});
+    // The communicator belongs to the DistRuntime, which outlives every step's backward.
+    ctx->saved_data["comm"] = reinterpret_cast<int64_t>(comm);
+    return out.gather(2, Expand(mine, q));
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const torch::Tensor &q_full = s[0], &k_full = s[1], &v_full = s[2], &words = s[3], &out = s[4], &lse = s[5];
+    const torch::Tensor& tokens = s[6];
+    auto* comm = reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
+    const torch::Tensor mine = tokens[comm->rank()];
+    const int64_t n = words.size(1);
+    torch::Tensor dout = torch::zeros_like(out);
+    dout.scatter_(2, Expand(mine, grads[0]), grads[0]);
+    auto [dq, dk, dv] = BitfieldAttentionBackward(q_full, k_full, v_full, words, out, lse, dout,
+                                                  LocalQueryTiles(mine, n));
+    comm->AllReduce(dk, ReduceOp::kSum);
+    comm->AllReduce(dv, ReduceOp::kSum);
+    return {dq.gather(2, Expand(mine, grads[0])), dk.gather(2, Expand(mine, dk)), dv.gather(2, Expand(mine, dv)),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor CpBitfieldAttention(const torch::Tensor& q_local, const torch::Tensor& k_local,
+                                  const torch::Tensor& v_local, const torch::Tensor& words, const CpLayout& layout,
+                                  Communicator& cp) {
+  CS_CHECK(cp.size() == layout.cp, "cp group of ", cp.size(), " for a layout of ", layout.cp);
+  if (layout.cp == 1) return BitfieldAttention(q_local, k_local, v_local, words);
+  return CpAttentionFunction::apply(q_local, k_local, v_local, words, layout.tokens, &cp);
+}
+
+}  // namespace cornstarch

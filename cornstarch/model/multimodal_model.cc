@@ -1,0 +1,139 @@
+#include "cornstarch/model/multimodal_model.h"
+
+#include <torch/torch.h>
+
+#include "cornstarch/model/chain_ends.h"
+#include "cornstarch/model/recompute.h"
+#include "cornstarch/model/transformer.h"
+#include "cornstarch/base/check.h"
+#include "cornstarch/base/random.h"
+
+namespace cornstarch {
+
+namespace {
+
+std::shared_ptr<Layer> MakeLayer(const ModelConfig& config, const ModelSpec& spec, int index) {
+  const LayerSpec& ls = spec.layers[index];
+  const ChainSpec& chain = spec.chains[ls.chain];
+  const int pos = index - chain.begin;
+  const int last = chain.end - chain.begin - 1;
+  if (ls.chain == spec.llm_chain()) {
+    if (pos == 0) return std::make_shared<TokenEmbed>(config.llm);
+    if (pos == last) return std::make_shared<LmHead>(config.llm);
+    return std::make_shared<DecoderBlock>(config.llm);
+  }
+  const EncoderConfig& enc = config.encoders[ls.chain];
+  if (pos == 0) {
+    if (enc.type == EncoderType::kVision) return std::make_shared<VisionEmbed>(enc);
+    return std::make_shared<AudioEmbed>(enc);
+  }
+  if (pos == last) return std::make_shared<Projector>(enc, config.llm.hidden_size);
+  if (pos == last - 1) return std::make_shared<EncoderOutput>(enc);
+  return std::make_shared<EncoderBlock>(enc);
+}
+
+std::vector<int> AllLayers(const ModelConfig& config) {
+  std::vector<int> all(BuildModelSpec(config).layers.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return all;
+}
+
+}  // namespace
+
+MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed)
+    : MultimodalModel(config, seed, AllLayers(config)) {}
+
+MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed, const std::vector<int>& layers)
+    : config_(config), spec_(BuildModelSpec(config)), layers_(spec_.layers.size()) {
+  for (int i : layers) {
+    CS_CHECK(i >= 0 && i < static_cast<int>(spec_.layers.size()) && !layers_[i], "layer index ", i);
+    torch::manual_seed(MixSeed(seed, static_cast<uint64_t>(i)));
+    std::shared_ptr<Layer> layer = MakeLayer(config, spec_, i);
+    torch::NoGradGuard no_grad;
+    for (auto& item : layer->named_parameters()) {
+      const std::string& name = item.key();
+      torch::Tensor& p = item.value();
+      if (p.dim() >= 2 || name == "class_token") {  // weights and embeddings, CLIP's class embedding included
+        p.normal_(0.0, config.init_std);
+      } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+        p.zero_();
+      } else {
+        p.fill_(1.0);  // norm gains
+      }
+      p.set_requires_grad(spec_.layers[i].trainable);
+    }
+    layers_[i] = std::move(layer);
+  }
+}
+
+void MultimodalModel::To(const c10::Device& device) {
+  for (const std::shared_ptr<Layer>& layer : layers_) {
+    if (layer) layer->to(device);
+  }
+}
+
+ForwardContext MultimodalModel::MakeContext(const Batch& batch) const {
+  ForwardContext ctx;
+  ctx.batch = &batch;
+  std::tie(ctx.rope_cos, ctx.rope_sin) =
+      RopeTables(batch.positions, config_.llm.hidden_size / config_.llm.num_heads, config_.llm.rope_theta);
+  return ctx;
+}
+
+torch::Tensor MultimodalModel::RunLayer(int index, const torch::Tensor& x, ForwardContext& ctx) {
+  CS_CHECK(layers_.at(index), "layer ", spec_.layers[index].name, " is not built in this process");
+  if (spec_.layers[index].needs_graph) {
+    if (spec_.layers[index].recompute) return Recompute(*layers_[index], x, ctx);
+    return layers_[index]->Forward(x, ctx);
+  }
+  torch::NoGradGuard no_grad;
+  return layers_[index]->Forward(x, ctx);
+}
+
+torch::Tensor MultimodalModel::Logits(const Batch& batch) {
+  CS_CHECK(batch.modalities.size() + 1 == spec_.chains.size(), "batch has ", batch.modalities.size(),
+           " modalities for ", spec_.chains.size() - 1, " encoders");
+  ForwardContext ctx = MakeContext(batch);
+  for (int c = 0; c < spec_.llm_chain(); ++c) {
+    const ChainSpec& chain = spec_.chains[c];
+    ctx.features.push_back(RunLayers(c, chain.begin, chain.end, batch.modalities[c].inputs, batch, ctx));
+  }
+  const ChainSpec& llm = spec_.chains[spec_.llm_chain()];
+  return RunLayers(spec_.llm_chain(), llm.begin, llm.end, torch::Tensor(), batch, ctx);
+}
+
+torch::Tensor MultimodalModel::RunLayers(int chain, int begin, int end, torch::Tensor x, const Batch& batch,
+                                         ForwardContext& ctx) {
+  if (chain != spec_.llm_chain() && batch.modalities[chain].inputs.size(0) == 0) {
+    return torch::empty({0, config_.llm.hidden_size}, batch.input_ids.options().dtype(torch::kFloat));
+  }
+  for (int i = begin; i < end; ++i) x = RunLayer(i, x, ctx);
+  return x;
+}
+
+torch::Tensor MultimodalModel::TokenLossSum(const torch::Tensor& logits, const torch::Tensor& labels) {
+  namespace F = torch::nn::functional;
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), labels.reshape({-1}),
+                          F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> MultimodalModel::Named(bool buffers) const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!layers_[i]) continue;
+    for (const auto& item : buffers ? layers_[i]->named_buffers() : layers_[i]->named_parameters()) {
+      out.emplace_back(spec_.layers[i].name + "." + item.key(), item.value());
+    }
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> MultimodalModel::TrainableParameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& [name, p] : NamedParameters()) {
+    if (p.requires_grad()) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace cornstarch

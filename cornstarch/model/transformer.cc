@@ -1,0 +1,97 @@
+#include "cornstarch/model/transformer.h"
+
+#include <torch/torch.h>
+
+#include "cornstarch/model/bitfield_attention.h"
+#include "cornstarch/model/dense_attention.h"
+#include "cornstarch/model/cp_attention.h"
+
+namespace cornstarch {
+
+namespace F = torch::nn::functional;
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight_ = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor xf = x.to(torch::kFloat);
+  const torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return normed.to(x.scalar_type()) * weight_;
+}
+
+std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& positions, int64_t head_dim, double theta) {
+  const torch::Tensor exponents =
+      torch::arange(0, head_dim, 2, positions.options().dtype(torch::kDouble)) / static_cast<double>(head_dim);
+  const torch::Tensor inv_freq = torch::pow(theta, exponents).reciprocal().to(torch::kFloat);
+  const torch::Tensor angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;  // [B, S, head_dim / 2]
+  const torch::Tensor emb = torch::cat({angles, angles}, -1);
+  return {emb.cos(), emb.sin()};
+}
+
+namespace {
+
+// x [B, H, S, D]; cos/sin [B, S, D].
+torch::Tensor ApplyRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  const torch::Tensor rotated = torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);
+}
+
+}  // namespace
+
+EncoderBlock::EncoderBlock(const EncoderConfig& cfg)
+    : heads_(cfg.num_heads), act_(cfg.hidden_act) {
+  const int64_t d = cfg.hidden_size;
+  norm1_ = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.layer_norm_eps)));
+  qkv_ = register_module("qkv", torch::nn::Linear(d, 3 * d));
+  out_ = register_module("out", torch::nn::Linear(d, d));
+  norm2_ = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.layer_norm_eps)));
+  fc1_ = register_module("fc1", torch::nn::Linear(d, cfg.intermediate_size));
+  fc2_ = register_module("fc2", torch::nn::Linear(cfg.intermediate_size, d));
+}
+
+torch::Tensor EncoderBlock::Forward(const torch::Tensor& x, ForwardContext&) {
+  const int64_t n = x.size(0), t = x.size(1), d = x.size(2);
+  const auto qkv = qkv_(norm1_(x)).view({n, t, 3, heads_, d / heads_}).permute({2, 0, 3, 1, 4}).unbind(0);
+  const torch::Tensor attn = DenseAttention(qkv[0], qkv[1], qkv[2], torch::Tensor());
+  torch::Tensor h = x + out_(attn.transpose(1, 2).reshape({n, t, d}));
+  const torch::Tensor u = fc1_(norm2_(h));
+  const torch::Tensor a = act_ == Activation::kQuickGelu
+                              ? u * torch::sigmoid(1.702 * u)
+                              : F::gelu(u, F::GELUFuncOptions().approximate(act_ == Activation::kGelu ? "none" : "tanh"));
+  return h + fc2_(a);
+}
+
+DecoderBlock::DecoderBlock(const LlmConfig& cfg)
+    : heads_(cfg.num_heads), kv_heads_(cfg.num_kv_heads), head_dim_(cfg.hidden_size / cfg.num_heads) {
+  const int64_t d = cfg.hidden_size;
+  attn_norm_ = register_module("attn_norm", RMSNorm(d, cfg.rms_norm_eps));
+  const bool bias = cfg.attention_bias;
+  q_ = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(d, heads_ * head_dim_).bias(bias)));
+  k_ = register_module("k", torch::nn::Linear(torch::nn::LinearOptions(d, kv_heads_ * head_dim_).bias(bias)));
+  v_ = register_module("v", torch::nn::Linear(torch::nn::LinearOptions(d, kv_heads_ * head_dim_).bias(bias)));
+  o_ = register_module("o", torch::nn::Linear(torch::nn::LinearOptions(heads_ * head_dim_, d).bias(false)));
+  mlp_norm_ = register_module("mlp_norm", RMSNorm(d, cfg.rms_norm_eps));
+  const int64_t ff = cfg.intermediate_size;
+  gate_ = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(d, ff).bias(false)));
+  up_ = register_module("up", torch::nn::Linear(torch::nn::LinearOptions(d, ff).bias(false)));
+  down_ = register_module("down", torch::nn::Linear(torch::nn::LinearOptions(ff, d).bias(false)));
+}
+
+torch::Tensor DecoderBlock::Forward(const torch::Tensor& x, ForwardContext& ctx) {
+  const int64_t b = x.size(0), s = x.size(1);
+  const torch::Tensor h = attn_norm_(x);
+  const torch::Tensor q = ApplyRope(q_(h).view({b, s, heads_, head_dim_}).transpose(1, 2), ctx.rope_cos, ctx.rope_sin);
+  const torch::Tensor k =
+      ApplyRope(k_(h).view({b, s, kv_heads_, head_dim_}).transpose(1, 2), ctx.rope_cos, ctx.rope_sin);
+  const torch::Tensor v = v_(h).view({b, s, kv_heads_, head_dim_}).transpose(1, 2);
+  const torch::Tensor attn = ctx.batch->cp.cp > 1
+                                 ? CpBitfieldAttention(q, k, v, ctx.batch->mask_words, ctx.batch->cp, *ctx.cp_group)
+                                 : BitfieldAttention(q, k, v, ctx.batch->mask_words);
+  const torch::Tensor y = x + o_(attn.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
+  const torch::Tensor m = mlp_norm_(y);
+  return y + down_(F::silu(gate_(m)) * up_(m));
+}
+
+}  // namespace cornstarch

@@ -1,0 +1,56 @@
+// Transformer building blocks shared by the encoders and the LLM.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "cornstarch/plan/config.h"
+#include "cornstarch/model/layer.h"
+
+namespace cornstarch {
+
+// RMSNorm in fp32: x * rsqrt(mean(x^2) + eps) * weight.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::Tensor weight_;
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+// RoPE tables (HF "rotate half" convention) for positions [B, S]: cos and sin, each [B, S, head_dim].
+std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& positions, int64_t head_dim, double theta);
+
+// Pre-norm ViT/CLIP/Whisper-encoder block: x + MHA(LN(x)), then x + MLP(LN(x)) with the configured GELU (exact,
+// tanh-approximated or CLIP's quick_gelu); full attention within each instance (one image or one audio clip).
+class EncoderBlock : public Layer {
+ public:
+  explicit EncoderBlock(const EncoderConfig& cfg);
+  torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
+
+ private:
+  int64_t heads_;
+  Activation act_;  // model.encoders.<name>.hidden_act
+  torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
+  torch::nn::Linear qkv_{nullptr}, out_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
+};
+
+// Llama/Qwen2 decoder block: x + GQA(RMSNorm(x)) with RoPE under the bitfield mask (the tiled bitfield kernel, no
+// N x N mask), then x + SwiGLU(RMSNorm(x)).
+class DecoderBlock : public Layer {
+ public:
+  explicit DecoderBlock(const LlmConfig& cfg);
+  torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
+
+ private:
+  int64_t heads_, kv_heads_, head_dim_;
+  RMSNorm attn_norm_{nullptr}, mlp_norm_{nullptr};
+  torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr};
+  torch::nn::Linear gate_{nullptr}, up_{nullptr}, down_{nullptr};
+};
+
+}  // namespace cornstarch

@@ -1,0 +1,135 @@
+#include "cornstarch/plan/cost_model.h"
+
+#include "cornstarch/base/check.h"
+
+namespace cornstarch {
+
+namespace {
+
+double TransformerBlockFlops(double tokens, double d, double ff, double attn_inner, double kv_inner, double pairs,
+                             double mlp_matrices) {
+  const double projections = 2 * tokens * d * (2 * attn_inner + 2 * kv_inner);
+  const double attention = 4 * pairs * attn_inner;  // QK^T and PV over every query head
+  const double mlp = 2 * tokens * d * ff * mlp_matrices;
+  return projections + attention + mlp;
+}
+
+}  // namespace
+
+std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
+                                         double llm_attention_pairs) {
+  std::vector<double> flops(spec.layers.size(), 0.0);
+  for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
+    const ChainSpec& chain = spec.chains[c];
+    const int last = chain.end - chain.begin - 1;
+    for (int i = chain.begin; i < chain.end; ++i) {
+      const int pos = i - chain.begin;
+      double f = 0;
+      if (c == spec.llm_chain()) {
+        const LlmConfig& l = model.llm;
+        const double s = static_cast<double>(seq_len), d = static_cast<double>(l.hidden_size);
+        const double kv = static_cast<double>(l.num_kv_heads * (l.hidden_size / l.num_heads));
+        if (pos == 0) f = s * d;  // embedding gather and scatter
+        else if (pos == last) f = 2 * s * d * static_cast<double>(l.vocab_size);
+        else {
+          const double pairs = llm_attention_pairs >= 0 ? llm_attention_pairs : s * (s + 1) / 2;
+          f = TransformerBlockFlops(s, d, static_cast<double>(l.intermediate_size), d, kv, pairs, 3);
+        }
+      } else {
+        const EncoderConfig& e = model.encoders[c];
+        const double t = static_cast<double>(EncoderTokens(e)), d = static_cast<double>(e.hidden_size);
+        if (pos == 0) {
+          f = e.type == EncoderType::kVision
+                  ? 2 * t * static_cast<double>(e.num_channels * e.patch_size * e.patch_size) * d
+                  : 2 * static_cast<double>(e.num_frames) * static_cast<double>(e.num_mel_bins * 3) * d + 2 * t * 3 * d * d;
+        } else if (pos == last) {
+          const double out = static_cast<double>(model.llm.hidden_size);
+          f = 2 * t * d * out + (e.projector.type == ProjectorType::kMlp ? 2 * t * out * out : 0);
+        } else if (pos == last - 1) {
+          f = 5 * t * d;  // LayerNorm
+        } else {
+          const double n = static_cast<double>(EncoderSequence(e));  // CLIP's class token too
+          f = TransformerBlockFlops(n, d, static_cast<double>(e.intermediate_size), d, d, n * n, 2);
+        }
+      }
+      flops[i] = f;
+    }
+  }
+  return flops;
+}
+
+std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
+                                             int64_t micro_batch_size) {
+  std::vector<LayerMemory> out(spec.layers.size());
+  const double b = static_cast<double>(micro_batch_size);
+  for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
+    const ChainSpec& chain = spec.chains[c];
+    const int last = chain.end - chain.begin - 1;
+    for (int i = chain.begin; i < chain.end; ++i) {
+      const int pos = i - chain.begin;
+      double params = 0, per_token = 0, tokens = 0;  // per_token: floats saved per token
+      if (c == spec.llm_chain()) {
+        const LlmConfig& l = model.llm;
+        const double d = static_cast<double>(l.hidden_size), v = static_cast<double>(l.vocab_size);
+        const double q = d, kv = static_cast<double>(l.num_kv_heads * (l.hidden_size / l.num_heads));
+        const double ff = static_cast<double>(l.intermediate_size);
+        tokens = b * static_cast<double>(seq_len);
+        if (pos == 0) {
+          params = v * d, per_token = d;
+        } else if (pos == last) {
+          params = d + d * v, per_token = 2 * d + 2 * v;  // norm in/out, logits and their log-softmax
+        } else {
+          params = 2 * d + d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0);
+          // Recomputed: the input only; else norms, q/k/v before and after RoPE, output, MLP.
+          per_token = spec.layers[i].recompute ? d : 4 * d + 2 * q + 3 * kv + q + 4 * ff;
+        }
+      } else {
+        const EncoderConfig& e = model.encoders[c];
+        const double d = static_cast<double>(e.hidden_size), ff = static_cast<double>(e.intermediate_size);
+        const double out = static_cast<double>(model.llm.hidden_size);
+        tokens = b * static_cast<double>(EncoderTokens(e));
+        if (pos == 0) {
+          params = e.type == EncoderType::kVision ? static_cast<double>(e.num_channels * e.patch_size * e.patch_size) * d + d +
+                                            static_cast<double>(EncoderSequence(e)) * d
+                                      : static_cast<double>(e.num_mel_bins) * d * 3 + d + 3 * d * d + d;
+          per_token = 3 * d;
+        } else if (pos == last) {
+          const bool mlp = e.projector.type == ProjectorType::kMlp;
+          params = d * out + out + (mlp ? out * out + out : 0);
+          per_token = d + (mlp ? 2 * out : 0);
+        } else if (pos == last - 1) {
+          params = 2 * d, per_token = d;
+        } else {
+          tokens = b * static_cast<double>(EncoderSequence(e));
+          params = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d);
+          // Recomputed: the input only; else norms, qkv, attention output, residuals, MLP before and after GELU.
+          per_token = spec.layers[i].recompute ? d : 10 * d + 2 * ff;
+        }
+      }
+      out[i].parameters = params;
+      out[i].activation_bytes = spec.layers[i].needs_graph ? 4 * tokens * per_token : 0;
+    }
+  }
+  return out;
+}
+
+std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector<double>& forward) {
+  CS_CHECK(forward.size() == spec.layers.size(), forward.size(), " costs for ", spec.layers.size(), " layers");
+  std::vector<LayerCost> costs(forward.size());
+  for (size_t i = 0; i < forward.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
+    costs[i].forward = forward[i];
+    // needs_graph of a frozen layer is exactly "something trainable before it": it must pass gradients back.
+    costs[i].backward = l.trainable ? 2 * forward[i] : l.needs_graph ? forward[i] : 0.0;
+    if (l.recompute) costs[i].backward += forward[i];  // its forward runs again first
+  }
+  return costs;
+}
+
+std::vector<LayerCost> FrozenUnawareCosts(const std::vector<double>& forward) {
+  std::vector<LayerCost> costs(forward.size());
+  for (size_t i = 0; i < forward.size(); ++i) costs[i] = {forward[i], 2 * forward[i]};
+  return costs;
+}
+
+}  // namespace cornstarch

@@ -1,0 +1,43 @@
+// Frozen-aware cost of each layer (Cornstarch paper, section 3.1): forward F from a FLOP estimate for the
+// configured shapes, backward B = 2F for a trainable layer (input and weight gradients), B = F for a frozen layer
+// that must still pass a gradient to something trainable before it, B = 0 for a frozen layer with nothing
+// trainable upstream. Pure: profiled forward times, when measured, replace the estimate through the same struct.
+#pragma once
+
+#include <vector>
+
+#include "cornstarch/plan/config.h"
+#include "cornstarch/plan/model_spec.h"
+
+namespace cornstarch {
+
+struct LayerCost {
+  double forward = 0;   // FLOPs (or seconds, when profiled) of one microbatch's forward
+  double backward = 0;  // the same unit, frozen-aware
+  double total() const { return forward + backward; }
+};
+
+// Forward FLOPs of every layer of `spec` for one sample of `seq_len` LLM tokens (encoder inputs per their config).
+// LLM attention counts `llm_attention_pairs` allowed (query, key) pairs per sample, by default the causal half of
+// the score matrix; the trainer passes the pairs its batches' bitfield masks actually allow.
+std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
+                                         double llm_attention_pairs = -1);
+
+// What one layer costs in memory, for placement: its parameters, and the activation bytes one microbatch keeps
+// between its forward and backward (0 without an autograd graph). fp32, as the trainer runs; activations are
+// an estimate (the tensors each layer type saves for backward), assuming one instance per encoder per sample.
+struct LayerMemory {
+  double parameters = 0;
+  double activation_bytes = 0;
+};
+
+std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
+                                             int64_t micro_batch_size);
+
+// Applies the backward rule to per-layer forward costs.
+std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector<double>& forward);
+
+// The frozen-unaware baseline: every layer costs B = 2F, as LLM-centric trainers assume.
+std::vector<LayerCost> FrozenUnawareCosts(const std::vector<double>& forward);
+
+}  // namespace cornstarch

@@ -1,0 +1,216 @@
+#include "cornstarch/plan/planner.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "cornstarch/plan/partitioner.h"
+#include "cornstarch/base/check.h"
+
+namespace cornstarch {
+
+namespace {
+
+// How a chain of layer groups is cut into stages: the exact min-bottleneck partition as the DP returns it, the
+// optimal one with the slack at the end, or equal counts. Encoders on the first LLM stage either count as part
+// of it (kMinBottleneck, kFrontLoaded) or not at all (kUniform: the LLM alone is cut by counts, as LLM-centric
+// trainers do).
+enum class Cut { kMinBottleneck, kFrontLoaded, kUniform };
+
+StagePlan MakeStage(const std::vector<int>& layers, const std::vector<LayerCost>& costs) {
+  StagePlan s;
+  s.layers = layers;
+  for (int l : layers) s.forward += costs[l].forward, s.backward += costs[l].backward;
+  return s;
+}
+
+std::vector<int> Range(int begin, int end) {
+  std::vector<int> r;
+  for (int i = begin; i < end; ++i) r.push_back(i);
+  return r;
+}
+
+// One group per layer of [begin, end).
+std::vector<std::vector<int>> Singles(int begin, int end) {
+  std::vector<std::vector<int>> items;
+  for (int i = begin; i < end; ++i) items.push_back({i});
+  return items;
+}
+
+// Cuts a chain of layer groups (a group always lands on one stage) into k stages.
+std::vector<StagePlan> CutItems(const std::vector<std::vector<int>>& items, int k, const std::vector<LayerCost>& costs,
+                                Cut cut) {
+  std::vector<double> totals;
+  for (const std::vector<int>& item : items) {
+    double t = 0;
+    for (int l : item) t += costs[l].total();
+    totals.push_back(t);
+  }
+  Partition p = cut == Cut::kUniform ? UniformPartition(totals, k) : MinBottleneckPartition(totals, k);
+  if (cut == Cut::kFrontLoaded) p = FrontLoadedPartition(totals, k, p.bottleneck);
+  std::vector<StagePlan> stages;
+  for (int s = 0; s < k; ++s) {
+    std::vector<int> layers;
+    for (int i = p.boundaries[s]; i < p.boundaries[s + 1]; ++i) layers.insert(layers.end(), items[i].begin(), items[i].end());
+    stages.push_back(MakeStage(layers, costs));
+  }
+  return stages;
+}
+
+void Finish(PipelinePlan& plan, int microbatches, double transfer) {
+  std::vector<bool> has_backward;
+  std::vector<double> fwd, bwd;
+  for (const StagePlan& s : plan.stages) {
+    has_backward.push_back(s.backward > 0);
+    fwd.push_back(s.forward);
+    bwd.push_back(s.backward);
+    plan.bottleneck = std::max(plan.bottleneck, s.forward + s.backward);
+  }
+  plan.graph = MakeStageGraph(plan.encoder_stages, plan.llm_stages, has_backward);
+  plan.schedule = AddSendRecv(plan.graph, Generate1F1B(plan.graph, microbatches));
+  ValidateSchedule(plan.graph, plan.schedule, microbatches);
+  plan.timeline = Simulate(plan.graph, plan.schedule, fwd, bwd, transfer);
+}
+
+// Every encoder on the first stage, ahead of its share of the LLM: one chain of stages.
+PipelinePlan Colocated(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_stages, PlanMode mode,
+                       Cut cut) {
+  const ChainSpec& llm = spec.chains[spec.llm_chain()];
+  PipelinePlan plan;
+  plan.mode = mode;
+  plan.llm_stages = num_stages;
+  if (cut == Cut::kUniform) {
+    plan.stages = CutItems(Singles(llm.begin, llm.end), num_stages, costs, cut);
+    std::vector<int> layers = Range(0, llm.begin);
+    layers.insert(layers.end(), plan.stages[0].layers.begin(), plan.stages[0].layers.end());
+    plan.stages[0] = MakeStage(layers, costs);
+  } else {
+    // The encoders and the LLM's embedding form the first group, so their cost counts where it is paid.
+    std::vector<std::vector<int>> items = Singles(llm.begin + 1, llm.end);
+    items.insert(items.begin(), Range(0, llm.begin + 1));
+    plan.stages = CutItems(items, num_stages, costs, cut);
+  }
+  return plan;
+}
+
+}  // namespace
+
+PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_stages,
+                          int microbatches, PlanMode mode, double transfer) {
+  CS_CHECK(costs.size() == spec.layers.size(), costs.size(), " costs for ", spec.layers.size(), " layers");
+  const int encoders = spec.llm_chain();
+  const ChainSpec& llm = spec.chains[spec.llm_chain()];
+  const int llm_layers = llm.end - llm.begin;
+  PipelinePlan best;
+  double best_makespan = std::numeric_limits<double>::infinity();
+  auto consider = [&](PipelinePlan plan) {
+    Finish(plan, microbatches, transfer);
+    if (plan.timeline.makespan < best_makespan) best_makespan = plan.timeline.makespan, best = std::move(plan);
+  };
+  // Frozen-aware keeps the fastest simulated step over every cut, count-based ones included: the exact
+  // min-bottleneck cut ignores everything but the slowest stage, and 1F1B's ramps care about the others too.
+  const std::vector<Cut> cuts = mode == PlanMode::kFrozenAware
+                                    ? std::vector<Cut>{Cut::kMinBottleneck, Cut::kFrontLoaded, Cut::kUniform}
+                                    : std::vector<Cut>{Cut::kUniform};
+  if (mode == PlanMode::kColocated || (mode == PlanMode::kFrozenAware && encoders > 0)) {
+    if (num_stages >= 1 && num_stages <= llm_layers) {
+      for (Cut cut : cuts) consider(Colocated(spec, costs, num_stages, mode, cut));
+    } else if (mode == PlanMode::kColocated) {
+      throw Error("parallel.pp: the colocated layout needs 1.." + std::to_string(llm_layers) + " stages, got " +
+                  std::to_string(num_stages));
+    }
+  }
+  if (mode != PlanMode::kColocated) {
+    if (num_stages < encoders + 1 && mode == PlanMode::kUniform) {
+      throw Error("parallel.pp: uniform needs at least one stage per encoder and one for the LLM (" +
+                  std::to_string(encoders + 1) + "), got " + std::to_string(num_stages) +
+                  "; use more ranks or parallel.pipeline=frozen_aware or colocated");
+    }
+    // Every split of the stage budget: k_c >= 1 stages per chain, no more stages than layers, sum = num_stages.
+    std::vector<int> split(encoders + 1, 0);
+    std::function<void(int, int)> search = [&](int chain, int left) {
+      const ChainSpec& c = spec.chains[chain];
+      if (chain == encoders) {
+        if (left < 1 || left > c.end - c.begin) return;
+        split[chain] = left;
+        for (Cut cut : cuts) {
+          PipelinePlan plan;
+          plan.mode = mode;
+          plan.encoder_stages.assign(split.begin(), split.end() - 1);
+          plan.llm_stages = left;
+          for (int k = 0; k <= encoders; ++k) {
+            for (StagePlan& s : CutItems(Singles(spec.chains[k].begin, spec.chains[k].end), split[k], costs, cut)) {
+              plan.stages.push_back(std::move(s));
+            }
+          }
+          consider(std::move(plan));
+        }
+        return;
+      }
+      for (int k = 1; k <= std::min(c.end - c.begin, left - (encoders - chain)); ++k) {
+        split[chain] = k;
+        search(chain + 1, left - k);
+      }
+    };
+    search(0, num_stages);
+  }
+  if (!std::isfinite(best_makespan)) {
+    throw Error("parallel.pp: " + std::to_string(num_stages) + " stages cannot be filled: the chains have fewer layers");
+  }
+  return best;
+}
+
+int MicrobatchesPerStep(const Config& config) {
+  const TrainConfig& t = config.train;
+  return static_cast<int>(t.global_batch_size / (t.micro_batch_size * config.parallel.dp));
+}
+
+std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec) {
+  std::vector<double> forward = EstimateForwardFlops(config.model, spec, config.data.seq_len);
+  for (double& f : forward) f *= static_cast<double>(config.train.micro_batch_size);
+  return FrozenAwareCosts(spec, forward);
+}
+
+PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const std::vector<LayerCost>& costs) {
+  const int pp = static_cast<int>(config.parallel.pp);
+  const PlanMode mode = pp == 1 ? PlanMode::kColocated : config.parallel.pipeline;
+  PipelinePlan plan = PlanPipeline(spec, costs, pp, MicrobatchesPerStep(config), mode);
+  if (!config.parallel.schedule_file.empty()) {
+    // The placement was chosen under 1F1B; the file replaces the order the stages run it in.
+    plan.schedule = LoadScheduleFile(config.parallel.schedule_file, plan.graph, MicrobatchesPerStep(config));
+    std::vector<double> fwd, bwd;
+    for (const StagePlan& s : plan.stages) fwd.push_back(s.forward), bwd.push_back(s.backward);
+    plan.timeline = Simulate(plan.graph, plan.schedule, fwd, bwd, 0.0);
+  }
+  return plan;
+}
+
+std::vector<double> StageMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
+                                     const std::vector<LayerMemory>& memory) {
+  std::vector<double> bytes;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    int live = 0, peak = 0;  // a stage without backward keeps nothing between microbatches
+    for (const Action& a : plan.schedule[s]) {
+      if (!plan.graph.has_backward[s]) break;
+      if (a.type == ActionType::kForward) peak = std::max(peak, ++live);
+      if (a.type == ActionType::kBackward) --live;
+    }
+    double b = 0;
+    for (int l : plan.stages[s].layers) {
+      b += memory[l].parameters * (spec.layers[l].trainable ? 16 : 4) + peak * memory[l].activation_bytes;
+    }
+    bytes.push_back(b);
+  }
+  return bytes;
+}
+
+std::string DescribeStages(const PipelinePlan& plan, const ModelSpec& spec) {
+  std::string out;
+  for (size_t c = 0; c < plan.encoder_stages.size(); ++c) {
+    out += spec.chains[c].name + ":" + std::to_string(plan.encoder_stages[c]) + " ";
+  }
+  const bool shared = plan.encoder_stages.empty() && spec.chains.size() > 1;
+  return out + (shared ? "encoders+llm:" : "llm:") + std::to_string(plan.llm_stages);
+}
+
+}  // namespace cornstarch

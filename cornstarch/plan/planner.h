@@ -1,0 +1,66 @@
+// Places the model's layers on pipeline stages and predicts the step. Three modes:
+//   frozen_aware  the shortest simulated 1F1B step, on frozen-aware costs, over every placement of the stage
+//                 budget: each encoder chain and the LLM on stages of their own (every split of the budget between
+//                 the chains), or every encoder on the first LLM stage (what wins when the encoders are cheap next
+//                 to the LLM); and over every cut of the chains: the exact min-bottleneck partition (as the DP
+//                 returns it, and with the slack moved to the last stages) and equal layer counts, since 1F1B's
+//                 ramps care about more than the slowest stage. The paper gives no rule for the split;
+//                 enumerating it is cheap. Never slower in simulation than the two baselines.
+//   uniform       each chain on stages of its own, the same search over splits, equal layer counts per stage.
+//   colocated     the LLM-centric baseline (Megatron-style): one chain of stages; every encoder runs on the first
+//                 stage, and the LLM is cut into equal layer counts, blind to the encoders' cost and to freezing.
+// Pure: costs come in, a plan comes out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cornstarch/plan/config.h"
+#include "cornstarch/plan/model_spec.h"
+#include "cornstarch/plan/cost_model.h"
+#include "cornstarch/plan/schedule.h"
+
+namespace cornstarch {
+
+struct StagePlan {
+  std::vector<int> layers;  // indices into ModelSpec::layers, in execution order
+  double forward = 0, backward = 0;
+};
+
+struct PipelinePlan {
+  PlanMode mode = PlanMode::kFrozenAware;
+  std::vector<int> encoder_stages;  // stages per encoder chain (empty: encoders on the first LLM stage)
+  int llm_stages = 0;
+  std::vector<StagePlan> stages;    // encoders' stages first, then the LLM's
+  StageGraph graph;
+  Schedule schedule;
+  Timeline timeline;
+  double bottleneck = 0;            // max over stages of forward + backward
+};
+
+// Throws Error naming parallel.pp when the stages cannot be filled (uniform: fewer stages than chains; any mode:
+// more stages than layers).
+PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_stages,
+                          int microbatches, PlanMode mode, double transfer = 0.0);
+
+// Microbatches per step on one data-parallel rank: global_batch_size / (micro_batch_size * dp).
+int MicrobatchesPerStep(const Config& config);
+
+// Frozen-aware costs of one microbatch (micro_batch_size sequences of data.seq_len) from the FLOP estimate:
+// deterministic, so every rank derives the same plan without talking to the others.
+std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec);
+
+// The plan a run executes: parallel.pp stages placed as parallel.pipeline says on `costs` (one microbatch's);
+// pp = 1 is one stage holding every layer, whatever the mode.
+PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const std::vector<LayerCost>& costs);
+
+// Peak bytes of each stage under the plan's schedule: fp32 weights, for trainable parameters also the gradient
+// and AdamW's two moments, and the activations of as many microbatches as the schedule holds between their
+// forward and backward at once.
+std::vector<double> StageMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
+                                     const std::vector<LayerMemory>& memory);
+
+// "vision:1 audio:1 llm:2" (stages per chain), or "encoders+llm:2" when the encoders share the first LLM stage.
+std::string DescribeStages(const PipelinePlan& plan, const ModelSpec& spec);
+
+}  // namespace cornstarch

@@ -1,0 +1,95 @@
+// Pipeline schedules as data: for every stage, the ordered list of actions its rank runs (forward, backward,
+// send and receive of activations and gradients, per microbatch), printed like "2F0" (stage 2, forward,
+// microbatch 0) or "0SEND_F3>2" (to stage 2). A generator (1F1B over the encoder->LLM stage DAG) decides only
+// the order of compute; one lowering pass, AddSendRecv, adds the communication every schedule needs the same
+// way (as PyTorch pipelining's _add_send_recv does). Schedules also read from and print to text, so one can be
+// written by hand. One validator, one timing simulator, and one replay loop under both (the validator's dry run
+// that finds deadlocks and the simulator's clocks advance the same way). Pure.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace cornstarch {
+
+enum class ActionType { kForward, kBackward, kSendF, kRecvF, kSendB, kRecvB };
+
+struct Action {
+  int stage = 0;
+  ActionType type = ActionType::kForward;
+  int microbatch = 0;
+  int peer = -1;  // the other stage of a send/receive
+  std::string ToString() const;
+  bool operator==(const Action& o) const {
+    return stage == o.stage && type == o.type && microbatch == o.microbatch && peer == o.peer;
+  }
+};
+
+// The inverse of Action::ToString: "2F0", "0SEND_F3>2", "1RECV_B0>2" (a peer after sends and receives only).
+// Throws Error quoting `text` and saying what was expected.
+Action ParseAction(const std::string& text);
+
+using Schedule = std::vector<std::vector<Action>>;  // [stage] -> actions in order
+
+// Schedules as text, so that one can be written by hand and read by a person: one line per stage, from stage 0
+// up, "stage <s>:" then the stage's actions separated by blanks, e.g. "stage 0: 0F0 0F1 0B0 0B1". `#` starts a
+// comment; blank lines are skipped. The text may leave the sends and receives out (AddSendRecv places them).
+std::string FormatSchedule(const Schedule& schedule);
+
+// Throws Error naming `source`:<line> for a line that is not a stage line, a stage listed twice or out of order,
+// a malformed action, or an action of another stage.
+Schedule ParseSchedule(const std::string& text, const std::string& source);
+
+// The stage DAG: every encoder chain's stages feed the next stage of their chain, the last stage of each encoder
+// chain feeds the first LLM stage, LLM stages form a chain ending in the loss.
+struct StageGraph {
+  std::vector<std::vector<int>> next, prev;
+  std::vector<bool> has_backward;  // false: the stage runs forward only (nothing trainable at or before it)
+  int num_stages() const { return static_cast<int>(next.size()); }
+  int last() const { return num_stages() - 1; }
+};
+
+// `encoder_stages[c]` stages per encoder chain (in order), then `llm_stages`; `has_backward` per stage (all
+// stages of the encoder chains first). Stage ids follow ParallelDims' stage sets: encoders, then the LLM.
+StageGraph MakeStageGraph(const std::vector<int>& encoder_stages, int llm_stages, const std::vector<bool>& has_backward);
+
+// 1F1B on the DAG, compute only: a stage d stages away from the loss (itself included) runs min(M, d - 1) warm-up
+// forwards, then alternates forward and backward, then drains its backwards; stages without backward run M
+// forwards. AddSendRecv turns it into what the ranks run.
+Schedule Generate1F1B(const StageGraph& graph, int microbatches);
+
+// Lowers a compute-only schedule (as generators emit, or as written by hand) to one the ranks can run, so that
+// no schedule places its own communication: on each stage, a receive from every producer right before a forward
+// and a send to every consumer right after it; a receive from every consumer right before a backward and a send
+// right after it to every producer that has a backward (the others have no use for the gradient). Throws Error
+// when `compute` already holds a send or receive. REQUIRES: one action list per stage of `graph`.
+Schedule AddSendRecv(const StageGraph& graph, const Schedule& compute);
+
+// Throws Error when a forward is missing or repeated, a backward precedes its forward or appears on a stage
+// without backward, a send or receive crosses no edge of the graph, a send has no matching receive (or the
+// reverse), or the dry run deadlocks (sends are buffered, receives block). The message holds the step x stage
+// grid with the offending action marked.
+void ValidateSchedule(const StageGraph& graph, const Schedule& schedule, int microbatches);
+
+// A schedule file (the text format above) for `graph` and `microbatches`: parsed, lowered by AddSendRecv when it
+// lists compute only, validated. Throws Error naming `path` when it cannot be read, lists other stages than the
+// graph's, or fails ParseSchedule or ValidateSchedule.
+Schedule LoadScheduleFile(const std::string& path, const StageGraph& graph, int microbatches);
+
+struct Timeline {
+  struct Span {
+    Action action;
+    double start = 0, end = 0;
+  };
+  std::vector<std::vector<Span>> stages;  // compute spans per stage
+  double makespan = 0;
+  double bubble_fraction = 0;  // idle share of stages x makespan
+};
+
+// Replays a schedule with per-stage forward/backward times and a fixed transfer time per message: a send costs
+// its stage nothing and arrives `transfer` after its stage's clock, a receive waits for the arrival, compute
+// spans its time. REQUIRES: a schedule that ValidateSchedule accepts.
+Timeline Simulate(const StageGraph& graph, const Schedule& schedule, const std::vector<double>& forward,
+                  const std::vector<double>& backward, double transfer);
+
+}  // namespace cornstarch

@@ -1,0 +1,77 @@
+// Runs one pipeline stage's action list (pipeline/schedule.h) for an optimizer step: forwards and backwards of
+// the stage's layers, activations and gradients to and from the neighbouring stages over the pipeline group.
+// One executor for every layout: pp = 1 is a single stage whose list is F0 B0 F1 B1 ...
+//
+// What crosses a stage boundary is the output of the sending stage's last layer: an encoder's hidden state, its
+// projected features (which the first LLM stage writes over the placeholders), or the LLM's hidden state. Every
+// activation is preceded by its shape and dtype, so microbatches may differ in length; a gradient has the shape
+// of the activation it belongs to. Every stage holds the step's microbatches itself (the data is a function of
+// the seed), so masks and RoPE tables never travel.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "cornstarch/plan/planner.h"
+
+namespace cornstarch {
+
+struct Batch;
+class Communicator;
+class MultimodalModel;
+class Work;
+
+struct ActionTiming {
+  Action action;
+  double start = 0, end = 0;  // seconds since the step began
+};
+
+class PipelineExecutor {
+ public:
+  // `model` holds at least this stage's layers; `pp` is the pipeline group, whose rank r runs stage r (not
+  // owned; unused when the plan has one stage); `cp` the context-parallel group the LLM's attention spans.
+  PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp, Communicator& cp);
+  ~PipelineExecutor();
+
+  // Runs this stage's actions over the step's microbatches (plan's microbatch count); the gradient of
+  // sum(token losses) / loss_scale accumulates into the stage's parameters. Returns the sum of the token losses
+  // on the last stage and 0 elsewhere.
+  double Step(const std::vector<Batch>& micro, double loss_scale);
+
+  // Start and end of every action of the last Step, in order.
+  const std::vector<ActionTiming>& timings() const { return timings_; }
+
+ private:
+  struct LayerRun {
+    int chain, begin, end;  // layers [begin, end) of one chain, run back to back
+  };
+  struct InFlight;  // one microbatch between its forward and its last gradient send
+
+  InFlight& Slot(int mb);
+  void Forward(int mb, const Batch& batch, double loss_scale);
+  void Backward(int mb);
+  void RecvActivation(int mb, int peer);
+  void SendActivation(int mb, int peer);
+  void RecvGradient(int mb, int peer);
+  void SendGradient(int mb, int peer);
+
+  MultimodalModel& model_;
+  const PipelinePlan plan_;
+  const int stage_;
+  Communicator& pp_;
+  Communicator& cp_;
+  std::vector<LayerRun> runs_;
+  std::map<int, int> producer_layer_;  // producer stage -> the layer whose output it sends
+  std::map<int, std::unique_ptr<InFlight>> in_flight_;
+  std::vector<std::unique_ptr<Work>> sends_;  // completed at the end of the step
+  std::vector<ActionTiming> timings_;
+  double loss_sum_ = 0;
+  // Where the stage computes (the microbatches' device). Stages exchange activations and gradients through host
+  // memory, so the MPI pipeline group serves CPU and GPU training alike.
+  c10::Device device_ = c10::kCPU;
+};
+
+}  // namespace cornstarch

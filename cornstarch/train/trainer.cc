@@ -1,0 +1,179 @@
+#include "cornstarch/train/trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "cornstarch/base/check.h"
+#include "cornstarch/base/logging.h"
+#include "cornstarch/data/dataset.h"
+#include "cornstarch/data/loader.h"
+#include "cornstarch/data/synthetic_layout.h"
+#include "cornstarch/device/cuda_device.h"
+#include "cornstarch/device/torch_runtime.h"
+#include "cornstarch/dist/nccl_communicator.h"
+#include "cornstarch/dist/runtime.h"
+#include "cornstarch/io/hf_weights.h"
+#include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/plan/lr_schedule.h"
+#include "cornstarch/train/adamw.h"
+#include "cornstarch/train/checkpointer.h"
+#include "cornstarch/train/executor.h"
+#include "cornstarch/train/grad_sync.h"
+#include "cornstarch/train/mfu.h"
+#include "cornstarch/train/microbatches.h"
+#include "cornstarch/train/plan_builder.h"
+#include "cornstarch/train/step_logger.h"
+
+namespace cornstarch {
+
+namespace {
+
+// 25 MiB buckets, as PyTorch DDP: large enough to amortise the call, small enough to bound the extra memory.
+constexpr int64_t kBucketBytes = 25 << 20;
+
+std::unique_ptr<DistRuntime> SingleProcessRuntime(const Config& config) {
+  return std::make_unique<DistRuntime>(config.parallel, LaunchEnv{}, nullptr, nullptr);
+}
+
+double SumOver(Communicator& group, double value) {
+  torch::Tensor t = torch::full({1}, value, torch::kDouble);
+  group.AllReduce(t, ReduceOp::kSum);
+  return t.item<double>();
+}
+
+}  // namespace
+
+Trainer::Trainer(const Config& config)
+    : config_(config), own_runtime_(SingleProcessRuntime(config)), runtime_(*own_runtime_) {
+  Init();
+}
+
+Trainer::Trainer(const Config& config, DistRuntime& runtime) : config_(config), runtime_(runtime) { Init(); }
+
+Trainer::~Trainer() = default;
+
+void Trainer::Init() {
+  const Config& config = config_;
+  ValidateSyntheticData(config);
+  ConfigureTorchRuntime(config.train.num_threads, runtime_.env().local_world_size);
+  const ModelSpec spec = BuildModelSpec(config.model);
+  plan_ = std::make_unique<PipelinePlan>(BuildPipelinePlan(config, spec, runtime_));
+  const int stage = runtime_.coord().pp;
+  model_ = std::make_unique<MultimodalModel>(config.model, config.train.seed, plan_->stages[stage].layers);
+  for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
+    const ModelConfig& m = config.model;
+    if (!(c == spec.llm_chain() ? m.llm.weights : m.encoders[c].weights).empty()) LoadHfWeights(*model_, c);
+  }
+  // Initialised and loaded on the host (so a GPU run starts from the CPU run's exact weights), then moved.
+  device_ = TrainingDevice(config.train.device, runtime_.env().local_rank);
+  model_->To(device_);
+  Communicator& dp = runtime_.group(Axis::kDP);
+  if (device_.is_cuda() && dp.size() > 1) {
+    dp_nccl_ = MakeNcclCommunicator(dp, device_.index(), config.parallel.timeout_seconds, "dp");
+  }
+  executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP),
+                                                 runtime_.group(Axis::kCP));
+  data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed));
+  optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), config.optimizer);
+  grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), kBucketBytes);
+  checkpointer_ = std::make_unique<Checkpointer>(config_, runtime_, *model_, *optimizer_);
+  step_ = resumed_at_ = checkpointer_->Restore();
+  slicer_ = std::make_unique<MicrobatchSlicer>(config.train, dp.rank(), dp.size());
+  loader_ = std::make_unique<BatchLoader>(
+      *data_, [slicer = *slicer_, first = step_](int64_t i) { return slicer.Request(first, i); },
+      config.data.prefetch);
+  mfu_ = std::make_unique<MfuMeter>(config.logging, device_, runtime_.dims().world_size(), runtime_.rank() == 0);
+}
+
+Trainer::StepData Trainer::NextMicrobatches() {
+  StepData d;
+  Communicator& cp = runtime_.group(Axis::kCP);
+  for (int64_t j = 0; j < slicer_->per_step(); ++j) {
+    Batch batch = loader_->Next();  // prepared in the background
+    d.targets += batch.labels.ne(-100).sum().item<double>();
+    d.tokens += batch.mask_words.ne(0).sum().item<double>();
+    d.flops += BatchFlops(config_.model, model_->spec(), batch);
+    if (cp.size() > 1) {
+      // Every cp rank holds the whole microbatch and keeps its share of the tokens, balanced per sample.
+      const CpLayout layout = PlanCpLayout(batch.mask_words, cp.size(), config_.parallel.cp_block, config_.parallel.cp_split);
+      batch = ShardBatch(batch, layout, cp.rank());
+    }
+    d.micro.push_back(device_.is_cpu() ? std::move(batch) : batch.To(device_));
+  }
+  return d;
+}
+
+StepMetrics Trainer::Step() {
+  const auto start = std::chrono::steady_clock::now();
+  StepMetrics m;
+  m.step = step_ + 1;
+  m.lr = LearningRate(config_.optimizer, config_.train.steps, step_);
+  const LoggingConfig& log = config_.logging;
+  const bool traced = !log.trace_path.empty() && m.step >= log.trace_first_step && m.step <= log.trace_last_step;
+  Communicator& dp = runtime_.group(Axis::kDP);
+
+  const double t0 = TraceRecorder::NowUs();
+  const StepData data = NextMicrobatches();
+  const double targets = SumOver(dp, data.targets);  // the loss is per labelled token of the global batch
+  m.tokens = static_cast<int64_t>(SumOver(dp, data.tokens));
+
+  const double t1 = TraceRecorder::NowUs();
+  const double stage_loss = executor_->Step(data.micro, targets);  // 0 except on the last stage
+  m.loss = SumOver(runtime_.world(), stage_loss) / targets;
+
+  const double t2 = TraceRecorder::NowUs();
+  // The cp ranks of a replica computed the gradients of different tokens: they add up like dp replicas.
+  grad_sync_->AllReduceSum(dp_nccl_ ? *dp_nccl_ : dp);
+  grad_sync_->AllReduceSum(runtime_.group(Axis::kCP));
+
+  const double t3 = TraceRecorder::NowUs();
+  // Each parameter lives on one stage, and after the sums every replica holds the same gradient: the global norm
+  // adds the stages' squared norms once.
+  const std::vector<torch::Tensor>& params = optimizer_->params();
+  m.grad_norm = std::sqrt(SumOver(runtime_.group(Axis::kPP), SquaredGradNorm(params)));
+  const double factor = ClipFactor(m.grad_norm, config_.train.grad_clip_norm);
+  if (factor < 1.0) ScaleGrads(params, factor);
+  optimizer_->Step(m.lr);
+  optimizer_->ZeroGrad();
+  if (traced) {
+    trace_.Phase(TracePhase::kData, m.step, t0, t1);
+    trace_.Actions(executor_->timings(), m.step, t1);
+    trace_.Phase(TracePhase::kGradSync, m.step, t2, t3);
+    trace_.Phase(TracePhase::kOptimizer, m.step, t3, TraceRecorder::NowUs());
+  }
+
+  ++step_;
+  m.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m.flops = SumOver(dp, data.flops);
+  m.mfu = mfu_->Mfu(m.flops, m.step_seconds);
+  m.peak_memory_mib = device_.is_cuda() ? CudaMemoryUsedMiB(device_.index()) : PeakResidentMiB();
+  return m;
+}
+
+void Trainer::Save() { checkpointer_->Save(step_); }
+
+std::vector<StepMetrics> Trainer::Run() {
+  StepLogger logger(config_, runtime_.rank() == 0, resumed_at_);
+  std::vector<StepMetrics> history;
+  while (step_ < config_.train.steps) {
+    const StepMetrics m = Step();
+    logger.Log(m);
+    if (!std::isfinite(m.loss)) {
+      throw Error("training diverged: loss is " + std::to_string(m.loss) + " at step " + std::to_string(m.step) +
+                  "; lower optimizer.lr");
+    }
+    history.push_back(m);
+    if (checkpointer_->Due(m.step)) Save();
+  }
+  if (!config_.checkpoint.export_hf.empty()) checkpointer_->ExportHf();
+  if (!config_.logging.trace_path.empty()) {
+    trace_.Write(runtime_, *plan_, config_.logging.trace_path);
+    if (runtime_.rank() == 0) spdlog::info("wrote the execution trace to {}", config_.logging.trace_path);
+  }
+  logger.Finish(history);
+  return history;
+}
+
+}  // namespace cornstarch
