@@ -32,7 +32,7 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed)
   std::vector<MediaSlot> slots;
   for (const EncoderConfig& e : encoders_) {
     MediaSlot slot;
-    slot.vision = e.type == EncoderType::kVision;
+    slot.vision = KindOf(e.type).modality == InputModality::kImage;
     slot.placeholder = slot.vision ? data_.image_token : data_.audio_token;
     slot.placeholder_id = tokenizer_->PlaceholderId(slot.placeholder);
     slot.tokens = EncoderTokens(e);
@@ -110,7 +110,7 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
   const auto load = [&](const MediaRef& m) {
     const EncoderConfig& e = encoders_[m.encoder];
     const std::string file = (fs::path(media_dir_) / m.path).string();
-    if (e.type == EncoderType::kVision) {
+    if (KindOf(e.type).modality == InputModality::kImage) {
       std::vector<float> pixels = PreprocessImage(DecodeImage(file), image_);
       return torch::from_blob(pixels.data(), {3, image_.size, image_.size}, torch::kFloat).clone();
     }
@@ -161,8 +161,8 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
   batch.mask_words = words;
   for (int k = 0; k < num_enc; ++k) {
     const EncoderConfig& e = encoders_[k];
-    std::vector<int64_t> shape = e.type == EncoderType::kVision ? std::vector<int64_t>{0, 3, e.image_size, e.image_size}
-                                                    : std::vector<int64_t>{0, e.num_mel_bins, e.num_frames};
+    std::vector<int64_t> shape = KindOf(e.type).input_shape(e);
+    shape.insert(shape.begin(), 0);
     torch::Tensor x = inputs[k].empty() ? torch::zeros(shape, torch::kFloat) : torch::stack(inputs[k]);
     batch.modalities.push_back({x, torch::tensor(feature_positions[k], torch::kLong)});
   }

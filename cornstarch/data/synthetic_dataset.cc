@@ -15,11 +15,6 @@ namespace {
 constexpr uint64_t kPrototypeStream = 0x70726f746fULL;
 constexpr uint64_t kSampleStream = 0x73616d706c65ULL;
 
-std::vector<int64_t> InputShape(const EncoderConfig& enc) {
-  if (enc.type == EncoderType::kVision) return {enc.num_channels, enc.image_size, enc.image_size};
-  return {enc.num_mel_bins, enc.num_frames};
-}
-
 void FillNormal(float* out, int64_t n, std::mt19937_64& rng, double std) {
   std::normal_distribution<float> normal(0.0f, static_cast<float>(std));
   for (int64_t i = 0; i < n; ++i) out[i] = normal(rng);
@@ -30,7 +25,7 @@ void FillNormal(float* out, int64_t n, std::mt19937_64& rng, double std) {
 SyntheticDataset::SyntheticDataset(const ModelConfig& model, const DataConfig& data, uint64_t seed)
     : model_(model), data_(data), seed_(seed), layout_(MakeSyntheticLayout(model, data)) {
   for (size_t k = 0; k < model.encoders.size(); ++k) {
-    std::vector<int64_t> shape = InputShape(model.encoders[k]);
+    std::vector<int64_t> shape = KindOf(model.encoders[k].type).input_shape(model.encoders[k]);
     shape.insert(shape.begin(), data.num_classes);
     torch::Tensor proto = torch::empty(shape, torch::kFloat);
     std::mt19937_64 rng(MixSeed(seed, kPrototypeStream + k));
@@ -49,7 +44,7 @@ Batch SyntheticDataset::Get(int64_t first, int64_t count) const {
   batch.positions = torch::arange(s, torch::kLong).unsqueeze(0).expand({count, s}).contiguous();
   std::vector<torch::Tensor> inputs, positions;
   for (const EncoderConfig& enc : model_.encoders) {
-    std::vector<int64_t> shape = InputShape(enc);
+    std::vector<int64_t> shape = KindOf(enc.type).input_shape(enc);
     shape.insert(shape.begin(), count);
     inputs.push_back(torch::zeros(shape, torch::kFloat));
     positions.push_back(torch::empty({count * EncoderTokens(enc)}, torch::kLong));

@@ -22,10 +22,9 @@ namespace {
 // Every tensor name a checkpoint of this architecture (an encoder's, or the LLM's when `encoder` is null) has,
 // whether or not we use it.
 bool UnderArchitecture(const std::string& name, const EncoderConfig* encoder) {
-  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  auto starts = [&](const std::string& p) { return name.rfind(p, 0) == 0; };
   if (!encoder) return starts("model.layers.") || starts("model.embed_tokens.") || starts("model.norm.") || starts("lm_head.");
-  if (encoder->type == EncoderType::kVision) return starts("vision_model.");
-  return starts("model.encoder.");
+  return starts(KindOf(encoder->type).hf_names(*encoder).root);
 }
 
 // Tensors a checkpoint may hold that this model derives itself or has no use for: RoPE frequencies, position-id
@@ -95,30 +94,26 @@ class HfSource {
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
 };
 
-std::string FinalNorm(const EncoderConfig& e) {
-  return e.type == EncoderType::kVision ? "vision_model.post_layernorm" : "model.encoder.layer_norm";
-}
-
-// Block `i` of a SigLIP/CLIP or Whisper tower; `ours` is our layer's name.
+// Block `i` of the tower; `ours` is our layer's name.
 std::vector<HfTensor> EncoderBlockTensors(const EncoderConfig& e, int64_t i, const std::string& ours) {
-  const bool vision = e.type == EncoderType::kVision;
-  const std::string p = (vision ? "vision_model.encoder.layers." : "model.encoder.layers.") + std::to_string(i) + ".";
+  const HfEncoderNames n = KindOf(e.type).hf_names(e);
+  const std::string p = n.blocks + std::to_string(i) + ".";
   const std::string attn = p + "self_attn.";
   std::vector<HfTensor> out;
   auto both = [&](const std::string& mine, const std::string& theirs) {
     out.push_back({ours + "." + mine + ".weight", {{theirs + ".weight"}}, ""});
     out.push_back({ours + "." + mine + ".bias", {{theirs + ".bias"}}, ""});
   };
-  both("norm1", p + (vision ? "layer_norm1" : "self_attn_layer_norm"));
+  both("norm1", p + n.norm1);
   out.push_back({ours + ".qkv.weight", {{attn + "q_proj.weight"}, {attn + "k_proj.weight"}, {attn + "v_proj.weight"}}, ""});
   out.push_back({ours + ".qkv.bias",
-                 {{attn + "q_proj.bias"}, vision ? HfPart{attn + "k_proj.bias"} : HfPart{"", e.hidden_size},
+                 {{attn + "q_proj.bias"}, n.k_bias ? HfPart{attn + "k_proj.bias"} : HfPart{"", e.hidden_size},
                   {attn + "v_proj.bias"}},
                  ""});
   both("out", attn + "out_proj");
-  both("norm2", p + (vision ? "layer_norm2" : "final_layer_norm"));
-  both("fc1", p + (vision ? "mlp.fc1" : "fc1"));
-  both("fc2", p + (vision ? "mlp.fc2" : "fc2"));
+  both("norm2", p + n.norm2);
+  both("fc1", p + n.fc1);
+  both("fc2", p + n.fc2);
   return out;
 }
 
@@ -133,7 +128,8 @@ std::vector<std::string> UnusedTensors(const EncoderConfig& e) {
       }
     }
   }
-  if (!e.post_norm) out.insert(out.end(), {FinalNorm(e) + ".weight", FinalNorm(e) + ".bias"});
+  const std::string norm = KindOf(e.type).hf_names(e).final_norm;
+  if (!e.post_norm) out.insert(out.end(), {norm + ".weight", norm + ".bias"});
   return out;
 }
 
@@ -147,8 +143,10 @@ std::string List(const std::vector<std::string>& names) {
 // Whisper stores its fixed sinusoids as a tensor; we compute them (chain_ends.cc). A checkpoint whose positions
 // are not those sinusoids (learned, or another formula) would silently train against different positions, so it
 // is refused. 1e-2 absolute covers bf16 storage (rounding up to 2^-8 on values in [-1, 1]).
-void CheckWhisperPositions(const MultimodalModel& model, int embed_layer, HfSource& source, const std::string& prefix) {
-  const std::string name = prefix + "model.encoder.embed_positions.weight";
+// The checkpoint's copy of a position table we compute (`names.fixed_positions`) must equal ours.
+void CheckFixedPositions(const MultimodalModel& model, int embed_layer, HfSource& source, const std::string& prefix,
+                         const HfEncoderNames& names) {
+  const std::string name = prefix + names.fixed_positions;
   if (!source.contains(name)) return;
   torch::Tensor ours;
   for (const auto& [n, b] : model.NamedBuffers()) {
@@ -158,13 +156,13 @@ void CheckWhisperPositions(const MultimodalModel& model, int embed_layer, HfSour
   const torch::Tensor theirs = source.Get(name).to(torch::kFloat);
   if (theirs.dim() != 2 || theirs.size(0) < ours.size(0) || theirs.size(1) != ours.size(1)) {
     throw Error(source.file_of(name) + ": " + name + " is " + c10::str(theirs.sizes()) + ", but the encoder needs at "
-                "least " + c10::str(ours.sizes()) + " (num_frames / 2 positions of hidden_size)");
+                "least " + c10::str(ours.sizes()) + " (a position per token, hidden_size wide)");
   }
   const torch::Tensor diff = (theirs.narrow(0, 0, ours.size(0)) - ours).abs();
   const double worst = diff.max().item<double>();
   if (worst > 1e-2) {
     const int64_t row = diff.argmax().item<int64_t>() / diff.size(1);
-    throw Error(source.file_of(name) + ": " + name + " differs from Whisper's sinusoidal positions by " +
+    throw Error(source.file_of(name) + ": " + name + " differs from " + names.fixed_positions_are + " by " +
                 c10::str(worst) + " at position " + c10::str(row) + "; this encoder computes them and cannot take "
                 "learned ones");
   }
@@ -211,24 +209,11 @@ std::vector<HfTensor> HfTensorsOf(const ModelConfig& config, const ModelSpec& sp
     return out;
   }
   if (pos == last - 1) {
-    if (e.post_norm) both("norm", FinalNorm(e));
+    if (e.post_norm) both("norm", KindOf(e.type).hf_names(e).final_norm);
     return out;
   }
   if (pos == 0) {
-    if (e.type == EncoderType::kVision) {
-      const std::string p = "vision_model.embeddings.";
-      if (e.vision_style == VisionStyle::kClip) {
-        one("patch.weight", p + "patch_embedding.weight");
-        one("class_token", p + "class_embedding");
-        both("pre_norm", "vision_model.pre_layrnorm");
-      } else {
-        both("patch", p + "patch_embedding");
-      }
-      one("position", p + "position_embedding.weight");
-    } else {
-      both("conv1", "model.encoder.conv1");
-      both("conv2", "model.encoder.conv2");
-    }
+    for (const auto& [ours, theirs] : KindOf(e.type).hf_names(e).embedding) one(ours, theirs);
     return out;
   }
   return EncoderBlockTensors(e, pos - 1, ls.name);
@@ -289,7 +274,10 @@ void LoadHfWeights(MultimodalModel& model, int chain) {
     for (const std::string& name : UnusedTensors(config.encoders[chain])) expected.insert(prefix + name);
   }
   if (!missing.empty()) throw Error(path + ": missing tensors for " + module + ": " + List(missing));
-  if (encoder && encoder->type == EncoderType::kAudio && model.has_layer(c.begin)) CheckWhisperPositions(model, c.begin, source, prefix);
+  if (encoder && model.has_layer(c.begin)) {
+    const HfEncoderNames names = KindOf(encoder->type).hf_names(*encoder);
+    if (!names.fixed_positions.empty()) CheckFixedPositions(model, c.begin, source, prefix, names);
+  }
   std::vector<std::string> unexpected;
   for (const std::string& name : source.names()) {
     if (name.rfind(prefix, 0) != 0) continue;

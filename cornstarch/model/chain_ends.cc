@@ -50,8 +50,17 @@ torch::Tensor AudioEmbed::Forward(const torch::Tensor& x, ForwardContext&) {
   return h.transpose(1, 2) + position_;
 }
 
+std::shared_ptr<Layer> MakeEncoderEmbed(const EncoderConfig& cfg) {
+  switch (cfg.type) {
+    case EncoderType::kVision: return std::make_shared<VisionEmbed>(cfg);
+    case EncoderType::kAudio: return std::make_shared<AudioEmbed>(cfg);
+  }
+  CS_CHECK(false, "no embedding layer for encoder type ", static_cast<int>(cfg.type));
+  return nullptr;
+}
+
 EncoderOutput::EncoderOutput(const EncoderConfig& cfg)
-    : drop_class_token_(cfg.type == EncoderType::kVision && cfg.vision_style == VisionStyle::kClip) {
+    : drop_class_token_(EncoderSequence(cfg) > EncoderTokens(cfg)), tokens_(EncoderTokens(cfg)) {
   if (cfg.post_norm) {
     norm_ = register_module(
         "norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({cfg.hidden_size}).eps(cfg.layer_norm_eps)));
@@ -59,7 +68,7 @@ EncoderOutput::EncoderOutput(const EncoderConfig& cfg)
 }
 
 torch::Tensor EncoderOutput::Forward(const torch::Tensor& x, ForwardContext&) {
-  const torch::Tensor h = drop_class_token_ ? x.slice(1, 1) : x;
+  const torch::Tensor h = drop_class_token_ ? x.slice(1, x.size(1) - tokens_) : x;
   return norm_ ? norm_(h) : h;
 }
 

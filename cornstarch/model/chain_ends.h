@@ -41,7 +41,12 @@ class AudioEmbed : public Layer {
   torch::Tensor position_;  // buffer
 };
 
-// What the tower hands its projector: the class token dropped (CLIP; LLaVA's "default" feature selection), then
+// The embedding layer of `cfg`'s kind: the one LibTorch piece of an encoder kind (plan/encoder_kind.h has the
+// rest). A new kind adds its layer above and one case in this factory.
+std::shared_ptr<Layer> MakeEncoderEmbed(const EncoderConfig& cfg);
+
+// What the tower hands its projector: the tokens beyond EncoderTokens dropped (CLIP's class token, in front; LLaVA's
+// "default" feature selection), then
 // the final LayerNorm when post_norm is set.
 class EncoderOutput : public Layer {
  public:
@@ -50,6 +55,7 @@ class EncoderOutput : public Layer {
 
  private:
   bool drop_class_token_;
+  int64_t tokens_;
   torch::nn::LayerNorm norm_{nullptr};
 };
 

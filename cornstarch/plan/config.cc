@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cornstarch/base/check.h"
+#include "cornstarch/plan/encoder_kind.h"
 
 namespace cornstarch {
 namespace {
@@ -305,7 +306,7 @@ std::string Str(bool v) { return v ? "true" : "false"; }
 
 template <class T>
 void Require(bool ok, const std::string& path, const std::string& expected, const T& got) {
-  if (!ok) throw Error(path + ": " + expected + ", got " + Str(got));
+  if (!ok) RequireConfig(ok, path, expected, Str(got));
 }
 
 void RequirePositive(const std::string& path, int64_t v) { Require(v >= 1, path, "must be at least 1", v); }
@@ -324,23 +325,14 @@ void ValidateEncoder(const EncoderConfig& e) {
           "must divide hidden_size=" + Str(e.hidden_size), e.num_heads);
   RequirePositive(p + ".intermediate_size", e.intermediate_size);
   RequirePositive(p + ".layer_norm_eps", e.layer_norm_eps);
-  if (e.type == EncoderType::kVision) {
-    RequirePositive(p + ".patch_size", e.patch_size);
-    RequirePositive(p + ".image_size", e.image_size);
-    Require(e.image_size % e.patch_size == 0, p + ".image_size",
-            "must be a multiple of patch_size=" + Str(e.patch_size), e.image_size);
-    RequirePositive(p + ".num_channels", e.num_channels);
-    Require(e.vision_style != VisionStyle::kClip || !e.post_norm, p + ".post_norm",
-            "must be false with vision_style 'clip' (CLIP's post_layernorm normalises only the pooled class token)",
-            e.post_norm);
-  } else {
-    RequirePositive(p + ".num_mel_bins", e.num_mel_bins);
-    Require(e.num_frames >= 2 && e.num_frames % 2 == 0, p + ".num_frames",
-            "must be even and at least 2 (the second conv has stride 2)", e.num_frames);
-  }
+  KindOf(e.type).validate(e, p);
 }
 
 }  // namespace
+
+void RequireConfig(bool ok, const std::string& path, const std::string& expected, const std::string& got) {
+  if (!ok) throw Error(path + ": " + expected + ", got " + got);
+}
 
 void Validate(const Config& c) {
   const LlmConfig& llm = c.model.llm;
@@ -431,13 +423,14 @@ void Validate(const Config& c) {
     Require(!d.image_token.empty() && d.image_token != d.audio_token, "data.image_token",
             "must be non-empty and differ from data.audio_token", d.image_token);
     Require(!d.audio_token.empty(), "data.audio_token", "must be non-empty", d.audio_token);
-    int vision = 0, audio = 0;
+    std::map<InputModality, int> per_modality;
     for (const EncoderConfig& e : c.model.encoders) {
       const std::string at = "model.encoders." + e.name;
       const std::string type = NameOf(e.type);
-      Require((e.type == EncoderType::kVision ? ++vision : ++audio) == 1, at, "llava data feeds one encoder per "
-              "modality; a second " + type + " encoder would have no images of its own", type);
-      Require(e.type != EncoderType::kVision || e.num_channels == 3, at + ".num_channels", "must be 3 (RGB) for llava data",
+      const InputModality modality = KindOf(e.type).modality;
+      Require(++per_modality[modality] == 1, at, "llava data feeds one encoder per modality; a second " + type +
+              " encoder would have no images of its own", type);
+      Require(modality != InputModality::kImage || e.num_channels == 3, at + ".num_channels", "must be 3 (RGB) for llava data",
               e.num_channels);
     }
   }

@@ -409,6 +409,9 @@ Config LoadConfig(const std::string& path, const std::vector<std::string>& overr
 // Semantic checks across fields. Throws Error("<key.path>: <what was expected>, got <value>").
 void Validate(const Config& config);
 
+// Throws Error("<path>: <expected>, got <got>") unless `ok`: the form of every config error.
+void RequireConfig(bool ok, const std::string& path, const std::string& expected, const std::string& got);
+
 // The config as YAML, every field included: what the run actually uses.
 std::string ToYaml(const Config& config);
 

@@ -39,9 +39,7 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
         const EncoderConfig& e = model.encoders[c];
         const double t = static_cast<double>(EncoderTokens(e)), d = static_cast<double>(e.hidden_size);
         if (pos == 0) {
-          f = e.type == EncoderType::kVision
-                  ? 2 * t * static_cast<double>(e.num_channels * e.patch_size * e.patch_size) * d
-                  : 2 * static_cast<double>(e.num_frames) * static_cast<double>(e.num_mel_bins * 3) * d + 2 * t * 3 * d * d;
+          f = KindOf(e.type).embedding_flops(e);
         } else if (pos == last) {
           const double out = static_cast<double>(model.llm.hidden_size);
           f = 2 * t * d * out + (e.projector.type == ProjectorType::kMlp ? 2 * t * out * out : 0);
@@ -89,9 +87,7 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         const double out = static_cast<double>(model.llm.hidden_size);
         tokens = b * static_cast<double>(EncoderTokens(e));
         if (pos == 0) {
-          params = e.type == EncoderType::kVision ? static_cast<double>(e.num_channels * e.patch_size * e.patch_size) * d + d +
-                                            static_cast<double>(EncoderSequence(e)) * d
-                                      : static_cast<double>(e.num_mel_bins) * d * 3 + d + 3 * d * d + d;
+          params = KindOf(e.type).embedding_parameters(e);
           per_token = 3 * d;
         } else if (pos == last) {
           const bool mlp = e.projector.type == ProjectorType::kMlp;

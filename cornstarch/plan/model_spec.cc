@@ -4,20 +4,6 @@
 
 namespace cornstarch {
 
-int64_t EncoderTokens(const EncoderConfig& encoder) {
-  switch (encoder.type) {
-    case EncoderType::kVision: return (encoder.image_size / encoder.patch_size) * (encoder.image_size / encoder.patch_size);
-    case EncoderType::kAudio: return encoder.num_frames / 2;
-  }
-  CS_CHECK(false, "unknown encoder type ", static_cast<int>(encoder.type));
-  return 0;
-}
-
-int64_t EncoderSequence(const EncoderConfig& encoder) {
-  const bool class_token = encoder.type == EncoderType::kVision && encoder.vision_style == VisionStyle::kClip;
-  return EncoderTokens(encoder) + (class_token ? 1 : 0);
-}
-
 int64_t EncoderBlocks(const EncoderConfig& encoder) { return encoder.num_layers + encoder.feature_layer + 1; }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cornstarch/plan/config.h"
+#include "cornstarch/plan/encoder_kind.h"
 
 namespace cornstarch {
 
@@ -39,13 +40,6 @@ struct ModelSpec {
 
 // Layers per encoder: embed, block.0..n-1 (n = EncoderBlocks), norm, then the projector; LLM: embed, block.0..n-1, head.
 ModelSpec BuildModelSpec(const ModelConfig& model);
-
-// Tokens one instance of this encoder contributes to the LLM sequence: patches for vision, frames/2 for audio
-// (the second convolution has stride 2).
-int64_t EncoderTokens(const EncoderConfig& encoder);
-
-// Tokens inside the tower per instance: EncoderTokens plus CLIP's class token.
-int64_t EncoderSequence(const EncoderConfig& encoder);
 
 // Blocks built and run: num_layers up to feature_layer (the later ones' output is never used).
 int64_t EncoderBlocks(const EncoderConfig& encoder);

@@ -4,6 +4,7 @@
 
 #include "cornstarch/base/check.h"
 #include "cornstarch/plan/config.h"
+#include "cornstarch/plan/encoder_kind.h"
 #include "tests/error_of.h"
 #include "tests/temp_path.h"
 
@@ -176,4 +177,24 @@ TEST_CASE("an empty config file is refused, not run on the defaults", "[config]"
   const std::string path = cornstarch::testing::TempPath("one.yaml");
   std::ofstream(path) << kBase;
   CHECK(cornstarch::LoadConfig(path).model.encoders.size() == 2);
+}
+
+TEST_CASE("every encoder type has its kind entry, consistent with itself", "[config][encoders]") {
+  for (size_t i = 0; i < std::size(cornstarch::Choices<cornstarch::EncoderType>::names); ++i) {
+    const auto type = static_cast<cornstarch::EncoderType>(i);
+    INFO(cornstarch::NameOf(type));
+    const cornstarch::EncoderKind& kind = cornstarch::KindOf(type);
+    CHECK(kind.type == type);
+    cornstarch::EncoderConfig e;
+    e.type = type;
+    CHECK(kind.tokens(e) >= 1);
+    CHECK(kind.sequence(e) >= kind.tokens(e));
+    CHECK(kind.input_shape(e).size() >= 2);
+    CHECK(kind.embedding_flops(e) > 0);
+    CHECK(kind.embedding_parameters(e) > 0);
+    const cornstarch::HfEncoderNames names = kind.hf_names(e);
+    CHECK(names.blocks.rfind(names.root, 0) == 0);  // blocks live under the tower's root
+    CHECK(!names.embedding.empty());
+    CHECK_NOTHROW(kind.validate(e, "model.encoders.x"));
+  }
 }

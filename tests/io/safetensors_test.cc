@@ -10,6 +10,7 @@
 
 #include "cornstarch/io/safetensors.h"
 #include "cornstarch/base/check.h"
+#include "tests/error_of.h"
 #include "tests/temp_path.h"
 
 using namespace cornstarch;
@@ -34,12 +35,7 @@ std::string WriteFixture(const std::string& name, const std::string& bytes) {
 
 std::string OpenError(const std::string& name, const std::string& bytes) {
   const std::string path = WriteFixture(name, bytes);
-  try {
-    SafetensorsFile f(path);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
+  return cornstarch::testing::ErrorOf([&] { SafetensorsFile f(path); });
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/train/checkpoint.h"
 #include "cornstarch/train/trainer.h"
+#include "tests/loss_curve.h"
 #include "tests/temp_path.h"
 
 using namespace cornstarch;
@@ -29,17 +30,10 @@ Config MakeConfig(const std::string& dir, std::vector<std::string> more = {}) {
   return LoadConfig("configs/tiny-llava.yaml", o);
 }
 
+// The last two of the eight steps, continued from the checkpoint after step 6.
 void CheckContinues(const std::vector<StepMetrics>& got, const std::vector<StepMetrics>& expected, double eps) {
   REQUIRE(got.size() == 2);
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("step " << got[i].step);
-    CHECK(got[i].step == expected[6 + i].step);
-    if (eps == 0) {
-      CHECK(got[i].loss == expected[6 + i].loss);
-    } else {
-      CHECK(got[i].loss == Approx(expected[6 + i].loss).epsilon(eps));
-    }
-  }
+  cornstarch::testing::CheckSameCurve(got, expected, eps, 6);
 }
 
 }  // namespace

@@ -9,8 +9,10 @@
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/trainer.h"
+#include "tests/loss_curve.h"
 
 using namespace cornstarch;
+using cornstarch::testing::CheckSameCurve;
 
 TEST_CASE("dp = world size matches the single-process loss curve and final weights", "[dp]") {
   const LaunchEnv env = DetectLaunchEnv();
@@ -29,12 +31,7 @@ TEST_CASE("dp = world size matches the single-process loss curve and final weigh
   Trainer trainer(cfg, runtime);
   const std::vector<StepMetrics> got = trainer.Run();
   REQUIRE(got.size() == expected.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("step " << i + 1);
-    CHECK(got[i].loss == Approx(expected[i].loss).epsilon(1e-5));
-    CHECK(got[i].grad_norm == Approx(expected[i].grad_norm).epsilon(1e-4));
-    CHECK(got[i].tokens == expected[i].tokens);
-  }
+  CheckSameCurve(got, expected, 1e-5);
   const auto params = trainer.model().NamedParameters();
   const auto ref_params = reference.model().NamedParameters();
   for (size_t i = 0; i < params.size(); ++i) {

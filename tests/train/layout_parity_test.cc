@@ -19,9 +19,11 @@
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/executor.h"
 #include "cornstarch/train/trainer.h"
+#include "tests/loss_curve.h"
 #include "tests/temp_path.h"
 
 using namespace cornstarch;
+using cornstarch::testing::CheckSameCurve;
 using cornstarch::testing::TempPath;
 
 namespace {
@@ -114,12 +116,7 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
     Trainer trainer(cfg, runtime);
     const std::vector<StepMetrics> got = trainer.Run();
     REQUIRE(got.size() == expected.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      INFO("step " << i + 1);
-      CHECK(got[i].loss == Approx(expected[i].loss).epsilon(1e-5));
-      CHECK(got[i].grad_norm == Approx(expected[i].grad_norm).epsilon(1e-4));
-      CHECK(got[i].tokens == expected[i].tokens);
-    }
+    CheckSameCurve(got, expected, 1e-5);
     std::map<std::string, torch::Tensor> ref_params;
     for (const auto& [name, p] : reference.model().NamedParameters()) ref_params[name] = p;
     const auto params = trainer.model().NamedParameters();

@@ -1,0 +1,66 @@
+// The vision encoder kind: a ViT over square image patches, in SigLIP style (patch convolution with bias, one
+// learned position per patch) or CLIP style (a learned class token in front of the patches with a position of its
+// own, a bias-free patch convolution, pre_layrnorm after the embeddings; the class token is dropped before the
+// projector, as LLaVA does).
+#include "cornstarch/plan/encoder_kind.h"
+
+namespace cornstarch {
+
+namespace {
+
+bool Clip(const EncoderConfig& e) { return e.vision_style == VisionStyle::kClip; }
+
+int64_t Patches(const EncoderConfig& e) { return (e.image_size / e.patch_size) * (e.image_size / e.patch_size); }
+
+void Validate(const EncoderConfig& e, const std::string& p) {
+  RequireConfig(e.patch_size >= 1, p + ".patch_size", "must be at least 1", std::to_string(e.patch_size));
+  RequireConfig(e.image_size >= 1, p + ".image_size", "must be at least 1", std::to_string(e.image_size));
+  RequireConfig(e.image_size % e.patch_size == 0, p + ".image_size",
+                "must be a multiple of patch_size=" + std::to_string(e.patch_size), std::to_string(e.image_size));
+  RequireConfig(e.num_channels >= 1, p + ".num_channels", "must be at least 1", std::to_string(e.num_channels));
+  RequireConfig(!Clip(e) || !e.post_norm, p + ".post_norm",
+                "must be false with vision_style 'clip' (CLIP's post_layernorm normalises only the pooled class "
+                "token)",
+                "true");
+}
+
+HfEncoderNames Names(const EncoderConfig& e) {
+  HfEncoderNames n{"vision_model.", "vision_model.encoder.layers.", "layer_norm1", "layer_norm2", "mlp.fc1",
+                   "mlp.fc2",       true,                           "vision_model.post_layernorm", {}, "", ""};
+  const std::string p = "vision_model.embeddings.";
+  if (Clip(e)) {
+    n.embedding = {{"patch.weight", p + "patch_embedding.weight"},
+                   {"class_token", p + "class_embedding"},
+                   {"pre_norm.weight", "vision_model.pre_layrnorm.weight"},
+                   {"pre_norm.bias", "vision_model.pre_layrnorm.bias"}};
+  } else {
+    n.embedding = {{"patch.weight", p + "patch_embedding.weight"}, {"patch.bias", p + "patch_embedding.bias"}};
+  }
+  n.embedding.push_back({"position", p + "position_embedding.weight"});
+  return n;
+}
+
+}  // namespace
+
+extern const EncoderKind kVisionEncoder = {
+    EncoderType::kVision,
+    InputModality::kImage,
+    [](const EncoderConfig& e) { return std::vector<int64_t>{e.num_channels, e.image_size, e.image_size}; },
+    Patches,
+    [](const EncoderConfig& e) { return Patches(e) + (Clip(e) ? 1 : 0); },
+    // The patch convolution: one [C x P x P] -> [hidden] product per patch.
+    [](const EncoderConfig& e) {
+      return 2.0 * static_cast<double>(Patches(e)) * static_cast<double>(e.num_channels * e.patch_size * e.patch_size) *
+             static_cast<double>(e.hidden_size);
+    },
+    // Convolution weight and bias, and a position per token of the tower.
+    [](const EncoderConfig& e) {
+      const double d = static_cast<double>(e.hidden_size);
+      return static_cast<double>(e.num_channels * e.patch_size * e.patch_size) * d + d +
+             static_cast<double>(Patches(e) + (Clip(e) ? 1 : 0)) * d;
+    },
+    Validate,
+    Names,
+};
+
+}  // namespace cornstarch
