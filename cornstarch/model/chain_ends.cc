@@ -11,52 +11,60 @@ namespace cornstarch {
 
 namespace F = torch::nn::functional;
 
-VisionEmbed::VisionEmbed(const EncoderConfig& cfg) {
-  const bool clip = cfg.vision_style == VisionStyle::kClip;
+namespace {
+
+// Whisper's positions: sin over the first half of the channels, cos over the second, [tokens, width].
+torch::Tensor Sinusoids(int64_t tokens, int64_t width) {
+  const int64_t half = width / 2;
+  const double log_increment = std::log(10000.0) / std::max<int64_t>(1, half - 1);
+  const torch::Tensor inv = torch::exp(-log_increment * torch::arange(half, torch::kDouble));
+  const torch::Tensor t = torch::arange(tokens, torch::kDouble).unsqueeze(1) * inv.unsqueeze(0);
+  torch::Tensor pos = torch::cat({t.sin(), t.cos()}, 1).to(torch::kFloat);
+  if (pos.size(1) < width) pos = F::pad(pos, F::PadFuncOptions({0, width - pos.size(1)}));
+  return pos;
+}
+
+}  // namespace
+
+EncoderEmbed::EncoderEmbed(const EncoderConfig& cfg) {
+  const EmbeddingRecipe r = KindOf(cfg.type).embedding(cfg);
   const int64_t d = cfg.hidden_size;
-  patch_ = register_module(
-      "patch", torch::nn::Conv2d(
-                   torch::nn::Conv2dOptions(cfg.num_channels, d, cfg.patch_size).stride(cfg.patch_size).bias(!clip)));
-  position_ = register_parameter("position", torch::zeros({EncoderSequence(cfg), d}));
-  if (clip) {
-    class_token_ = register_parameter("class_token", torch::zeros({d}));
+  for (const EmbeddingRecipe::Conv& c : r.convs) {
+    if (c.dims == 2) {
+      convs_.emplace_back(register_module(c.name, torch::nn::Conv2d(torch::nn::Conv2dOptions(c.in, c.out, c.kernel)
+                                                                        .stride(c.stride)
+                                                                        .padding(c.padding)
+                                                                        .bias(c.bias))));
+    } else {
+      CS_CHECK(c.dims == 1, "convolution ", c.name, " over ", c.dims, " dims");
+      convs_.emplace_back(register_module(c.name, torch::nn::Conv1d(torch::nn::Conv1dOptions(c.in, c.out, c.kernel)
+                                                                        .stride(c.stride)
+                                                                        .padding(c.padding)
+                                                                        .bias(c.bias))));
+    }
+    gelu_.push_back(c.gelu);
+  }
+  if (r.positions == EmbeddingRecipe::Positions::kSinusoidal) {
+    position_ = register_buffer("position", Sinusoids(EncoderSequence(cfg), d));
+  } else {
+    position_ = register_parameter("position", torch::zeros({EncoderSequence(cfg), d}));
+  }
+  if (r.class_token) class_token_ = register_parameter("class_token", torch::zeros({d}));
+  if (r.pre_norm) {
     pre_norm_ = register_module("pre_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.layer_norm_eps)));
   }
 }
 
-torch::Tensor VisionEmbed::Forward(const torch::Tensor& x, ForwardContext&) {
-  torch::Tensor h = patch_(x).flatten(2).transpose(1, 2);
-  if (!class_token_.defined()) return h + position_;
-  h = torch::cat({class_token_.expand({h.size(0), 1, h.size(2)}), h}, 1) + position_;
-  return pre_norm_(h);
-}
-
-AudioEmbed::AudioEmbed(const EncoderConfig& cfg) {
-  const int64_t d = cfg.hidden_size;
-  conv1_ = register_module("conv1", torch::nn::Conv1d(torch::nn::Conv1dOptions(cfg.num_mel_bins, d, 3).padding(1)));
-  conv2_ = register_module("conv2", torch::nn::Conv1d(torch::nn::Conv1dOptions(d, d, 3).stride(2).padding(1)));
-  // Whisper's sinusoids: sin over the first half of the channels, cos over the second.
-  const int64_t frames = cfg.num_frames / 2, half = d / 2;
-  const double log_increment = std::log(10000.0) / std::max<int64_t>(1, half - 1);
-  const torch::Tensor inv = torch::exp(-log_increment * torch::arange(half, torch::kDouble));
-  const torch::Tensor t = torch::arange(frames, torch::kDouble).unsqueeze(1) * inv.unsqueeze(0);
-  torch::Tensor pos = torch::cat({t.sin(), t.cos()}, 1).to(torch::kFloat);
-  if (pos.size(1) < d) pos = F::pad(pos, F::PadFuncOptions({0, d - pos.size(1)}));
-  position_ = register_buffer("position", pos);
-}
-
-torch::Tensor AudioEmbed::Forward(const torch::Tensor& x, ForwardContext&) {
-  const torch::Tensor h = F::gelu(conv2_(F::gelu(conv1_(x))));
-  return h.transpose(1, 2) + position_;
-}
-
-std::shared_ptr<Layer> MakeEncoderEmbed(const EncoderConfig& cfg) {
-  switch (cfg.type) {
-    case EncoderType::kVision: return std::make_shared<VisionEmbed>(cfg);
-    case EncoderType::kAudio: return std::make_shared<AudioEmbed>(cfg);
+torch::Tensor EncoderEmbed::Forward(const torch::Tensor& x, ForwardContext&) {
+  torch::Tensor h = x;
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    h = convs_[i].forward(h);
+    if (gelu_[i]) h = F::gelu(h);
   }
-  CS_CHECK(false, "no embedding layer for encoder type ", static_cast<int>(cfg.type));
-  return nullptr;
+  h = h.flatten(2).transpose(1, 2);  // [n, hidden, positions...] -> [n, tokens, hidden]
+  if (class_token_.defined()) h = torch::cat({class_token_.expand({h.size(0), 1, h.size(2)}), h}, 1);
+  h = h + position_;
+  return pre_norm_ ? pre_norm_(h) : h;
 }
 
 EncoderOutput::EncoderOutput(const EncoderConfig& cfg)

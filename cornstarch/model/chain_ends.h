@@ -2,10 +2,13 @@
 // projectors and head that turn hidden states into what the next chain (or the loss) consumes.
 #pragma once
 
+#include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
+
+#include <vector>
 
 #include "cornstarch/plan/config.h"
 #include "cornstarch/model/layer.h"
@@ -13,37 +16,22 @@
 
 namespace cornstarch {
 
-// ViT patch embedding: a conv with stride = patch size, plus learned position embeddings. SigLIP style: one
-// position per patch. CLIP style: a learned class token in front of the patches (its own position), no conv
-// bias, and CLIP's pre_layrnorm on the sum.
-// x: [n, C, H, W] -> [n, EncoderSequence, hidden].
-class VisionEmbed : public Layer {
+// An encoder's embedding layer, built from its kind's recipe (plan/encoder_kind.h): the input convolutions, the
+// result as a sequence of tokens, the class token in front, positions, the LayerNorm. SigLIP/CLIP patch embeddings
+// and Whisper's convolution stem are both this layer.
+// x: [n, <input_shape>] -> [n, EncoderSequence, hidden].
+class EncoderEmbed : public Layer {
  public:
-  explicit VisionEmbed(const EncoderConfig& cfg);
+  explicit EncoderEmbed(const EncoderConfig& cfg);
   torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
 
  private:
-  torch::nn::Conv2d patch_{nullptr};
-  torch::Tensor position_;
-  torch::Tensor class_token_;                 // CLIP only
-  torch::nn::LayerNorm pre_norm_{nullptr};   // CLIP only
+  std::vector<torch::nn::AnyModule> convs_;
+  std::vector<bool> gelu_;                   // after convs_[i]
+  torch::Tensor position_;                   // a parameter or, for fixed positions, a buffer
+  torch::Tensor class_token_;                // undefined: none
+  torch::nn::LayerNorm pre_norm_{nullptr};  // null: none
 };
-
-// Whisper-encoder stem: conv(k3) + GELU, conv(k3, stride 2) + GELU, plus fixed sinusoidal positions.
-// x: [n, mel_bins, frames] -> [n, frames / 2, hidden].
-class AudioEmbed : public Layer {
- public:
-  explicit AudioEmbed(const EncoderConfig& cfg);
-  torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
-
- private:
-  torch::nn::Conv1d conv1_{nullptr}, conv2_{nullptr};
-  torch::Tensor position_;  // buffer
-};
-
-// The embedding layer of `cfg`'s kind: the one LibTorch piece of an encoder kind (plan/encoder_kind.h has the
-// rest). A new kind adds its layer above and one case in this factory.
-std::shared_ptr<Layer> MakeEncoderEmbed(const EncoderConfig& cfg);
 
 // What the tower hands its projector: the tokens beyond EncoderTokens dropped (CLIP's class token, in front; LLaVA's
 // "default" feature selection), then

@@ -24,7 +24,7 @@ std::shared_ptr<Layer> MakeLayer(const ModelConfig& config, const ModelSpec& spe
   }
   const EncoderConfig& enc = config.encoders[ls.chain];
   if (pos == 0) {
-    return MakeEncoderEmbed(enc);
+    return std::make_shared<EncoderEmbed>(enc);
   }
   if (pos == last) return std::make_shared<Projector>(enc, config.llm.hidden_size);
   if (pos == last - 1) return std::make_shared<EncoderOutput>(enc);

@@ -14,6 +14,14 @@ void Validate(const EncoderConfig& e, const std::string& p) {
                 "must be even and at least 2 (the second conv has stride 2)", std::to_string(e.num_frames));
 }
 
+EmbeddingRecipe Embedding(const EncoderConfig& e) {
+  EmbeddingRecipe r;
+  r.convs = {{"conv1", 1, e.num_mel_bins, e.hidden_size, 3, 1, 1, true, true},
+             {"conv2", 1, e.hidden_size, e.hidden_size, 3, 2, 1, true, true}};
+  r.positions = EmbeddingRecipe::Positions::kSinusoidal;
+  return r;
+}
+
 HfEncoderNames Names(const EncoderConfig&) {
   return {"model.encoder.",
           "model.encoder.layers.",
@@ -39,6 +47,7 @@ extern const EncoderKind kAudioEncoder = {
     [](const EncoderConfig& e) { return std::vector<int64_t>{e.num_mel_bins, e.num_frames}; },
     Frames,
     Frames,
+    Embedding,
     // conv1 at every frame ([mel x 3] -> [hidden]), conv2 at every other ([hidden x 3] -> [hidden]).
     [](const EncoderConfig& e) {
       const double d = static_cast<double>(e.hidden_size);

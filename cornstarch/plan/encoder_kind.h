@@ -1,12 +1,12 @@
 // Encoder kinds. Everything that differs between kinds of modality encoder (a ViT over image patches, a Whisper
-// encoder over mel frames, ...) is reached through the kind's one entry here: input shape, token counts, the
-// embedding layer's FLOPs and parameters, the checks of its config fields, the input modality the data layer
-// decodes for it, and its tensor names in Hugging Face checkpoints. The blocks, final norm and projector after the
-// embedding are the same for every kind. Pure: the LibTorch embedding layer of a kind is the one other place
-// (model/encoder_embed.h).
+// encoder over mel frames, ...) is reached through the kind's one entry here: input shape, token counts, its
+// embedding layer (as a recipe the model layer builds: model/chain_ends.h's EncoderEmbed), that layer's FLOPs and
+// parameters, the checks of its config fields, the input modality the data layer decodes for it, and its tensor
+// names in Hugging Face checkpoints. The blocks, final norm and projector after the embedding are the same for
+// every kind. Pure.
 //
-// A new kind: its EncoderType value and YAML name (plan/config.h), a file defining its entry (like
-// vision_encoder.cc), one line in KindOf, and its embedding layer with one line in MakeEncoderEmbed.
+// A new kind: its EncoderType value and YAML name (plan/config.h), one file defining its entry (like
+// vision_encoder.cc), and one line in KindOf (encoder_kind.cc).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,27 @@ struct HfEncoderNames {
   std::string fixed_positions, fixed_positions_are;
 };
 
+// The embedding layer: input convolutions (each optionally followed by GELU), the output's positions flattened
+// into a sequence of hidden_size tokens, a learned class token in front (optional), positions added, a LayerNorm
+// (optional). Names are the layer's parameter names, which checkpoints and the Hugging Face map use.
+struct EmbeddingRecipe {
+  struct Conv {
+    std::string name;  // "patch", "conv1"
+    int dims = 1;      // 1: over [n, C, L]; 2: over [n, C, H, W]
+    int64_t in = 0, out = 0, kernel = 1, stride = 1, padding = 0;
+    bool bias = true;
+    bool gelu = false;  // exact GELU after it
+  };
+  enum class Positions {
+    kLearned,     // "position": a parameter, one row per token of the tower
+    kSinusoidal,  // "position": a fixed buffer, Whisper's sinusoids (sin over the first half of the channels)
+  };
+  std::vector<Conv> convs;
+  bool class_token = false;  // "class_token"
+  Positions positions = Positions::kLearned;
+  bool pre_norm = false;     // "pre_norm", with layer_norm_eps
+};
+
 struct EncoderKind {
   EncoderType type;
   InputModality modality;
@@ -45,6 +66,7 @@ struct EncoderKind {
   int64_t (*tokens)(const EncoderConfig&);
   // Tokens the blocks attend over: `tokens` plus any the tower drops before its projector (CLIP's class token).
   int64_t (*sequence)(const EncoderConfig&);
+  EmbeddingRecipe (*embedding)(const EncoderConfig&);
   // Forward FLOPs and parameter count of the embedding layer, per instance.
   double (*embedding_flops)(const EncoderConfig&);
   double (*embedding_parameters)(const EncoderConfig&);

@@ -24,6 +24,16 @@ void Validate(const EncoderConfig& e, const std::string& p) {
                 "true");
 }
 
+// A convolution with stride = patch size (no bias in CLIP), plus learned positions; CLIP also has its class token
+// and pre_layrnorm.
+EmbeddingRecipe Embedding(const EncoderConfig& e) {
+  EmbeddingRecipe r;
+  r.convs = {{"patch", 2, e.num_channels, e.hidden_size, e.patch_size, e.patch_size, 0, !Clip(e), false}};
+  r.class_token = r.pre_norm = Clip(e);
+  r.positions = EmbeddingRecipe::Positions::kLearned;
+  return r;
+}
+
 HfEncoderNames Names(const EncoderConfig& e) {
   HfEncoderNames n{"vision_model.", "vision_model.encoder.layers.", "layer_norm1", "layer_norm2", "mlp.fc1",
                    "mlp.fc2",       true,                           "vision_model.post_layernorm", {}, "", ""};
@@ -48,6 +58,7 @@ extern const EncoderKind kVisionEncoder = {
     [](const EncoderConfig& e) { return std::vector<int64_t>{e.num_channels, e.image_size, e.image_size}; },
     Patches,
     [](const EncoderConfig& e) { return Patches(e) + (Clip(e) ? 1 : 0); },
+    Embedding,
     // The patch convolution: one [C x P x P] -> [hidden] product per patch.
     [](const EncoderConfig& e) {
       return 2.0 * static_cast<double>(Patches(e)) * static_cast<double>(e.num_channels * e.patch_size * e.patch_size) *

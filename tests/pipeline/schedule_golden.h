@@ -1,5 +1,7 @@
 // What the 1F1B golden file (tests/pipeline/testdata/1f1b_golden.txt) records of a schedule, shared by its
-// generator and its test so that both hash the same bytes: the key of a case and the digest of its text.
+// generator and its test so that both hash the same bytes: the key of a case and the digest of its text
+// (FormatSchedule's: one line per stage, "stage <s>:" then " <action>" for each action; the generator of the
+// committed file printed exactly these bytes before FormatSchedule existed).
 #pragma once
 
 #include <cstdint>
@@ -10,17 +12,6 @@
 #include "cornstarch/plan/schedule.h"
 
 namespace cornstarch::testing {
-
-// One line per stage: "stage <s>:" then " <action>" for each action, then "\n".
-inline std::string GoldenText(const Schedule& schedule) {
-  std::string text;
-  for (size_t s = 0; s < schedule.size(); ++s) {
-    text += "stage " + std::to_string(s) + ":";
-    for (const Action& a : schedule[s]) text += " " + a.ToString();
-    text += "\n";
-  }
-  return text;
-}
 
 // 64-bit FNV-1a of `bytes`, as 16 lowercase hex digits.
 inline std::string Fnv1a64(const std::string& bytes) {
