@@ -1,7 +1,7 @@
 // One comparison of two runs' per-step metrics, step by step: `got` against `expected` from index `first` on
 // (a resumed run continues the uninterrupted one). Tolerance 0 means bitwise; otherwise relative, the loss
 // within `loss_rtol` and the grad norm within 10x that (the stages' squared norms are summed in another order).
-// Tokens per step must be equal.
+// Tokens per step must be equal, and the evaluations (eval_loss) happen at the same steps and compare like the loss.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -20,12 +20,15 @@ inline void CheckSameCurve(const std::vector<StepMetrics>& got, const std::vecto
     INFO("step " << got[i].step);
     CHECK(got[i].step == want.step);
     CHECK(got[i].tokens == want.tokens);
+    REQUIRE(got[i].eval_loss.has_value() == want.eval_loss.has_value());
     if (loss_rtol == 0) {
       CHECK(got[i].loss == want.loss);
       CHECK(got[i].grad_norm == want.grad_norm);
+      if (want.eval_loss) CHECK(*got[i].eval_loss == *want.eval_loss);
     } else {
       CHECK(got[i].loss == Approx(want.loss).epsilon(loss_rtol));
       CHECK(got[i].grad_norm == Approx(want.grad_norm).epsilon(10 * loss_rtol));
+      if (want.eval_loss) CHECK(*got[i].eval_loss == Approx(*want.eval_loss).epsilon(loss_rtol));
     }
   }
 }

@@ -13,6 +13,7 @@
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/plan/planner.h"
+#include "cornstarch/train/stop_signal.h"
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/base/check.h"
 #include "cornstarch/base/logging.h"
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
     }
     spdlog::set_level(spdlog::level::from_str(cornstarch::NameOf(config.logging.level)));
     cornstarch::DistRuntime runtime(config.parallel, env, &argc, &argv);
+    cornstarch::InstallStopSignals();  // SIGTERM/SIGUSR1: finish the step, checkpoint, exit 0
     cornstarch::Trainer trainer(config, runtime);
     const cornstarch::PipelinePlan& plan = trainer.plan();
     const cornstarch::ModelSpec& spec = trainer.model().spec();

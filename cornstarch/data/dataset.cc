@@ -5,9 +5,14 @@
 
 namespace cornstarch {
 
-std::unique_ptr<Dataset> MakeDataset(const Config& config, uint64_t seed) {
-  if (config.data.type == DataType::kLlava) return std::make_unique<LlavaDataset>(config, seed);
-  return std::make_unique<SyntheticDataset>(config.model, config.data, seed);
+std::unique_ptr<Dataset> MakeDataset(const Config& config, uint64_t seed, DataRole role) {
+  Config c = config;
+  if (role == DataRole::kEval) {
+    c.data = config.eval.data;
+    c.data.shuffle = false;
+  }
+  if (c.data.type == DataType::kLlava) return std::make_unique<LlavaDataset>(c, seed);
+  return std::make_unique<SyntheticDataset>(c.model, c.data, seed, role);
 }
 
 }  // namespace cornstarch

@@ -17,7 +17,11 @@ class Dataset {
   virtual Batch Get(int64_t first, int64_t count) const = 0;
 };
 
-// data.type selects: the synthetic task or LLaVA-style conversations.
-std::unique_ptr<Dataset> MakeDataset(const Config& config, uint64_t seed);
+// What a dataset is read for. Training reads `data`; evaluation reads `eval.data` in a fixed order (never
+// shuffled), and the synthetic task draws its evaluation samples from a stream of their own.
+enum class DataRole { kTrain, kEval };
+
+// The dataset of `role`; its type selects the synthetic task or LLaVA-style conversations.
+std::unique_ptr<Dataset> MakeDataset(const Config& config, uint64_t seed, DataRole role = DataRole::kTrain);
 
 }  // namespace cornstarch

@@ -14,6 +14,7 @@ namespace {
 
 constexpr uint64_t kPrototypeStream = 0x70726f746fULL;
 constexpr uint64_t kSampleStream = 0x73616d706c65ULL;
+constexpr uint64_t kEvalSampleStream = 0x6576616c73ULL;
 
 void FillNormal(float* out, int64_t n, std::mt19937_64& rng, double std) {
   std::normal_distribution<float> normal(0.0f, static_cast<float>(std));
@@ -22,8 +23,12 @@ void FillNormal(float* out, int64_t n, std::mt19937_64& rng, double std) {
 
 }  // namespace
 
-SyntheticDataset::SyntheticDataset(const ModelConfig& model, const DataConfig& data, uint64_t seed)
-    : model_(model), data_(data), seed_(seed), layout_(MakeSyntheticLayout(model, data)) {
+SyntheticDataset::SyntheticDataset(const ModelConfig& model, const DataConfig& data, uint64_t seed, DataRole role)
+    : model_(model),
+      data_(data),
+      seed_(seed),
+      sample_stream_(role == DataRole::kEval ? kEvalSampleStream : kSampleStream),
+      layout_(MakeSyntheticLayout(model, data)) {
   for (size_t k = 0; k < model.encoders.size(); ++k) {
     std::vector<int64_t> shape = KindOf(model.encoders[k].type).input_shape(model.encoders[k]);
     shape.insert(shape.begin(), data.num_classes);
@@ -56,7 +61,7 @@ Batch SyntheticDataset::Get(int64_t first, int64_t count) const {
   std::uniform_int_distribution<int64_t> prompt_len(data_.min_prompt_tokens, data_.max_prompt_tokens);
   std::uniform_int_distribution<int64_t> prompt_tok(layout_.first_prompt_token, model_.llm.vocab_size - 1);
   for (int64_t b = 0; b < count; ++b) {
-    std::mt19937_64 rng(MixSeed(seed_, MixSeed(kSampleStream, static_cast<uint64_t>(first + b))));
+    std::mt19937_64 rng(MixSeed(seed_, MixSeed(sample_stream_, static_cast<uint64_t>(first + b))));
     std::vector<int64_t> tokens = {SyntheticLayout::kBos};
     const int64_t n_prompt = prompt_len(rng);
     for (int64_t t = 0; t < n_prompt; ++t) tokens.push_back(prompt_tok(rng));

@@ -19,7 +19,8 @@ namespace cornstarch {
 
 class SyntheticDataset : public Dataset {
  public:
-  SyntheticDataset(const ModelConfig& model, const DataConfig& data, uint64_t seed);
+  // `role`: evaluation samples come from their own random stream (the same prototypes, other samples).
+  SyntheticDataset(const ModelConfig& model, const DataConfig& data, uint64_t seed, DataRole role = DataRole::kTrain);
 
   // Samples [first, first + count) as one batch.
   Batch Get(int64_t first, int64_t count) const override;
@@ -30,6 +31,7 @@ class SyntheticDataset : public Dataset {
   ModelConfig model_;
   DataConfig data_;
   uint64_t seed_;
+  uint64_t sample_stream_;
   SyntheticLayout layout_;
   std::vector<torch::Tensor> prototypes_;  // per encoder: [num_classes, *input shape]
 };

@@ -34,7 +34,8 @@ struct SyntheticLayout {
 
 SyntheticLayout MakeSyntheticLayout(const ModelConfig& model, const DataConfig& data);
 
-// The config checks that need the layout (at least one encoder, vocab_size and seq_len large enough). Throws
+// The config checks that need the layout (at least one encoder, vocab_size and seq_len large enough), for `data`
+// and, when evaluation is on, `eval.data`. Throws
 // Error("<key.path>: <what was expected>, got <value>") as Validate(Config) does; a no-op for other data types.
 void ValidateSyntheticData(const Config& config);
 

@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "cornstarch/base/check.h"
 #include "cornstarch/base/logging.h"
@@ -45,19 +47,20 @@ void CheckCpuContiguous(const at::Tensor& t, const char* op) {
 
 class MpiCommunicator;
 
-// Polls requests until done or the communicator's timeout expires, then reports and aborts.
-void WaitRequests(const MpiCommunicator& comm, MPI_Request* requests, int count, const std::string& op);
+// Polls requests until done or the communicator's timeout expires, then reports and aborts. `peer`: the group
+// rank a point-to-point operation waits for; -1 for a collective, whose absent members a roll call finds.
+void WaitRequests(const MpiCommunicator& comm, MPI_Request* requests, int count, const std::string& op, int peer = -1);
 
 class MpiWork final : public Work {
  public:
-  MpiWork(const MpiCommunicator& comm, MPI_Request request, at::Tensor keep_alive, std::string op)
-      : comm_(comm), request_(request), tensor_(std::move(keep_alive)), op_(std::move(op)) {}
+  MpiWork(const MpiCommunicator& comm, MPI_Request request, at::Tensor keep_alive, std::string op, int peer)
+      : comm_(comm), request_(request), tensor_(std::move(keep_alive)), op_(std::move(op)), peer_(peer) {}
   ~MpiWork() override {
     if (!done_) Wait();
   }
   void Wait() override {
     if (done_) return;
-    WaitRequests(comm_, &request_, 1, op_);
+    WaitRequests(comm_, &request_, 1, op_, peer_);
     done_ = true;
   }
 
@@ -66,6 +69,7 @@ class MpiWork final : public Work {
   MPI_Request request_;
   at::Tensor tensor_;
   std::string op_;
+  int peer_;
   bool done_ = false;
 };
 
@@ -76,11 +80,25 @@ class MpiCommunicator final : public Communicator {
     MpiCheck(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     MpiCheck(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+    // World rank of every member, for messages that must name processes a user can find.
+    MPI_Group group, world;
+    MpiCheck(MPI_Comm_group(comm_, &group), "MPI_Comm_group");
+    MpiCheck(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+    std::vector<int> mine(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) mine[static_cast<size_t>(r)] = r;
+    world_of_.resize(static_cast<size_t>(size_));
+    MpiCheck(MPI_Group_translate_ranks(group, size_, mine.data(), world, world_of_.data()), "MPI_Group_translate_ranks");
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    // A communicator of its own for roll calls, so they never match the group's traffic.
+    MpiCheck(MPI_Comm_dup(comm_, &roll_call_), "MPI_Comm_dup");
   }
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (owned_ && !finalized) MPI_Comm_free(&comm_);
+    if (finalized) return;
+    MPI_Comm_free(&roll_call_);
+    if (owned_) MPI_Comm_free(&comm_);
   }
 
   int rank() const override { return rank_; }
@@ -88,6 +106,43 @@ class MpiCommunicator final : public Communicator {
   const std::string& name() const override { return name_; }
   double timeout() const { return timeout_; }
   int world_rank() const { return world_rank_; }
+  int world_of(int rank) const { return world_of_[static_cast<size_t>(rank)]; }
+
+  // After a collective timed out: the members that do not answer within `grace` seconds (their world ranks).
+  // Every live member that times out in the same collective calls this too, so they answer each other; a member
+  // that is dead, stopped or stuck elsewhere does not.
+  std::vector<int> RollCall(double grace) const {
+    constexpr int kTag = 7;
+    int me = rank_;
+    std::vector<int> heard(static_cast<size_t>(size_), 0);
+    std::vector<MPI_Request> sends, recvs(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      sends.emplace_back();
+      MPI_Isend(&me, 1, MPI_INT, r, kTag, roll_call_, &sends.back());
+      MPI_Irecv(&heard[static_cast<size_t>(r)], 1, MPI_INT, r, kTag, roll_call_, &recvs[static_cast<size_t>(r)]);
+    }
+    std::vector<bool> answered(static_cast<size_t>(size_), false);
+    answered[static_cast<size_t>(rank_)] = true;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);
+    while (std::chrono::steady_clock::now() < deadline) {
+      bool all = true;
+      for (int r = 0; r < size_; ++r) {
+        if (answered[static_cast<size_t>(r)]) continue;
+        int done = 0;
+        MPI_Test(&recvs[static_cast<size_t>(r)], &done, MPI_STATUS_IGNORE);
+        answered[static_cast<size_t>(r)] = done != 0;
+        all = all && done != 0;
+      }
+      if (all) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      if (!answered[static_cast<size_t>(r)]) missing.push_back(world_of(r));
+    }
+    return missing;  // the requests are left behind: the job aborts next
+  }
 
   void Send(const at::Tensor& tensor, int dst, int tag) override { ISend(tensor, dst, tag)->Wait(); }
   void Recv(at::Tensor& tensor, int src, int tag) override { IRecv(tensor, src, tag)->Wait(); }
@@ -97,8 +152,8 @@ class MpiCommunicator final : public Communicator {
     CheckPeer(dst);
     MPI_Request req;
     MpiCheck(MPI_Isend(tensor.data_ptr(), Count(tensor), MpiType(tensor), dst, tag, comm_, &req), "MPI_Isend");
-    return std::make_unique<MpiWork>(*this, req, tensor, "send to rank " + std::to_string(dst) + " (tag " +
-                                                             std::to_string(tag) + ")");
+    return std::make_unique<MpiWork>(*this, req, tensor, "send to " + Peer(dst) + " (tag " + std::to_string(tag) + ")",
+                                     dst);
   }
 
   std::unique_ptr<Work> IRecv(at::Tensor& tensor, int src, int tag) override {
@@ -106,8 +161,8 @@ class MpiCommunicator final : public Communicator {
     CheckPeer(src);
     MPI_Request req;
     MpiCheck(MPI_Irecv(tensor.data_ptr(), Count(tensor), MpiType(tensor), src, tag, comm_, &req), "MPI_Irecv");
-    return std::make_unique<MpiWork>(*this, req, tensor, "recv from rank " + std::to_string(src) + " (tag " +
-                                                             std::to_string(tag) + ")");
+    return std::make_unique<MpiWork>(*this, req, tensor,
+                                     "recv from " + Peer(src) + " (tag " + std::to_string(tag) + ")", src);
   }
 
   void AllReduce(at::Tensor& tensor, ReduceOp op) override {
@@ -143,7 +198,7 @@ class MpiCommunicator final : public Communicator {
     CheckPeer(root);
     MPI_Request req;
     MpiCheck(MPI_Ibcast(tensor.data_ptr(), Count(tensor), MpiType(tensor), root, comm_, &req), "MPI_Ibcast");
-    WaitRequests(*this, &req, 1, "broadcast from rank " + std::to_string(root));
+    WaitRequests(*this, &req, 1, "broadcast from " + Peer(root));
   }
 
   void Barrier() override {
@@ -164,6 +219,10 @@ class MpiCommunicator final : public Communicator {
     CS_CHECK(t.numel() <= std::numeric_limits<int>::max(), "tensor of ", t.numel(), " elements is too large for MPI");
     return static_cast<int>(t.numel());
   }
+  // "world rank 3 (rank 1 of 'pp')": how a peer is named in messages.
+  std::string Peer(int rank) const {
+    return "world rank " + std::to_string(world_of(rank)) + " (rank " + std::to_string(rank) + " of '" + name_ + "')";
+  }
   void CheckPeer(int peer) const {
     CS_CHECK(peer >= 0 && peer < size_, name_, ": rank ", peer, " outside a group of ", size_);
   }
@@ -173,9 +232,11 @@ class MpiCommunicator final : public Communicator {
   double timeout_;
   bool owned_;
   int rank_ = 0, size_ = 1, world_rank_ = 0;
+  std::vector<int> world_of_;  // group rank -> world rank
+  MPI_Comm roll_call_ = MPI_COMM_NULL;
 };
 
-void WaitRequests(const MpiCommunicator& comm, MPI_Request* requests, int count, const std::string& op) {
+void WaitRequests(const MpiCommunicator& comm, MPI_Request* requests, int count, const std::string& op, int peer) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration<double>(comm.timeout());
@@ -186,9 +247,20 @@ void WaitRequests(const MpiCommunicator& comm, MPI_Request* requests, int count,
     // Spin briefly for latency, then back off so a waiting rank leaves the core to the others.
     if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 500 : 20));
     if (Clock::now() > deadline) {
-      spdlog::critical("rank {}: {} on communicator '{}' (rank {} of {}) did not complete within {} s; a peer is "
-                       "stuck or dead. Aborting the job.",
-                       comm.world_rank(), op, comm.name(), comm.rank(), comm.size(), comm.timeout());
+      std::string who;
+      if (peer >= 0) {
+        who = "world rank " + std::to_string(comm.world_of(peer)) + " is stuck or dead";
+      } else {
+        // The live members time out too and answer; allow for their later arrival, up to 30 s.
+        const std::vector<int> missing = comm.RollCall(std::min(comm.timeout(), 30.0));
+        for (int w : missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
+        who = missing.empty() ? "every member answered a roll call afterwards; a peer is slow"
+                              : "world rank" + std::string(missing.size() > 1 ? "s " : " ") + who +
+                                    " did not arrive (stuck, stopped or dead)";
+      }
+      spdlog::critical("rank {}: {} on communicator '{}' (rank {} of {}) did not complete within {} s; {}. Aborting "
+                       "the job.",
+                       comm.world_rank(), op, comm.name(), comm.rank(), comm.size(), comm.timeout(), who);
       AbortJob(3);
     }
   }

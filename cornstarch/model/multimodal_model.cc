@@ -82,7 +82,8 @@ ForwardContext MultimodalModel::MakeContext(const Batch& batch) const {
 torch::Tensor MultimodalModel::RunLayer(int index, const torch::Tensor& x, ForwardContext& ctx) {
   CS_CHECK(layers_.at(index), "layer ", spec_.layers[index].name, " is not built in this process");
   if (spec_.layers[index].needs_graph) {
-    if (spec_.layers[index].recompute) return Recompute(*layers_[index], x, ctx);
+    // Recomputation saves memory for backward; without gradients (evaluation) there is nothing to save.
+    if (spec_.layers[index].recompute && torch::GradMode::is_enabled()) return Recompute(*layers_[index], x, ctx);
     return layers_[index]->Forward(x, ctx);
   }
   torch::NoGradGuard no_grad;

@@ -328,6 +328,43 @@ void ValidateEncoder(const EncoderConfig& e) {
   KindOf(e.type).validate(e, p);
 }
 
+// The checks of one data section (`p`: "data" or "eval.data").
+void ValidateData(const Config& c, const DataConfig& d, const std::string& p) {
+  RequirePositive(p + ".seq_len", d.seq_len);
+  Require(d.prefetch >= 0, p + ".prefetch", "must be >= 0", d.prefetch);
+  if (d.type == DataType::kSynthetic) {
+    Require(d.num_classes >= 2, p + ".num_classes", "must be at least 2", d.num_classes);
+    Require(d.noise_std >= 0, p + ".noise_std", "must be >= 0", d.noise_std);
+    Require(d.min_prompt_tokens >= 0, p + ".min_prompt_tokens", "must be >= 0", d.min_prompt_tokens);
+    Require(d.max_prompt_tokens >= d.min_prompt_tokens, p + ".max_prompt_tokens",
+            "must be >= min_prompt_tokens=" + Str(d.min_prompt_tokens), d.max_prompt_tokens);
+  } else {
+    Require(!d.path.empty(), p + ".path", "llava data needs a .json or .jsonl file", d.path);
+    Require(!d.tokenizer.empty(), p + ".tokenizer", "llava data needs a sentencepiece model file", d.tokenizer);
+    Require(d.image_mean.empty() || d.image_mean.size() == 3, p + ".image_mean", "must be empty or [r, g, b]",
+            d.image_mean.size());
+    Require(d.image_std.empty() || d.image_std.size() == 3, p + ".image_std", "must be empty or [r, g, b]",
+            d.image_std.size());
+    for (size_t i = 0; i < d.image_std.size(); ++i) RequirePositive(p + ".image_std[" + Str(i) + "]", d.image_std[i]);
+    Require(!d.image_token.empty() && d.image_token != d.audio_token, p + ".image_token",
+            "must be non-empty and differ from " + p + ".audio_token", d.image_token);
+    Require(!d.audio_token.empty(), p + ".audio_token", "must be non-empty", d.audio_token);
+    std::map<InputModality, int> per_modality;
+    for (const EncoderConfig& e : c.model.encoders) {
+      const std::string at = "model.encoders." + e.name;
+      const std::string type = NameOf(e.type);
+      const InputModality modality = KindOf(e.type).modality;
+      Require(++per_modality[modality] == 1, at, "llava data feeds one encoder per modality; a second " + type +
+              " encoder would have no images of its own", type);
+      Require(modality != InputModality::kImage || e.num_channels == 3, at + ".num_channels", "must be 3 (RGB) for llava data",
+              e.num_channels);
+    }
+  }
+  Require(c.parallel.cp == 1 || d.seq_len % (c.parallel.cp * c.parallel.cp_block) == 0, p + ".seq_len",
+          "must be a multiple of parallel.cp x parallel.cp_block = " + Str(c.parallel.cp * c.parallel.cp_block),
+          d.seq_len);
+}
+
 }  // namespace
 
 void RequireConfig(bool ok, const std::string& path, const std::string& expected, const std::string& got) {
@@ -364,9 +401,6 @@ void Validate(const Config& c) {
   RequirePositive("parallel.cp", c.parallel.cp);
   RequirePositive("parallel.dp", c.parallel.dp);
   RequirePositive("parallel.cp_block", c.parallel.cp_block);
-  Require(c.parallel.cp == 1 || c.data.seq_len % (c.parallel.cp * c.parallel.cp_block) == 0, "data.seq_len",
-          "must be a multiple of parallel.cp x parallel.cp_block = " + Str(c.parallel.cp * c.parallel.cp_block),
-          c.data.seq_len);
   RequirePositive("parallel.timeout_seconds", c.parallel.timeout_seconds);
 
   const TrainConfig& t = c.train;
@@ -403,37 +437,11 @@ void Validate(const Config& c) {
   Require(k.resume != "latest" || !k.dir.empty(), "checkpoint.resume",
           "'latest' needs checkpoint.dir to look in", k.resume);
 
-  const DataConfig& d = c.data;
-  RequirePositive("data.seq_len", d.seq_len);
-  Require(d.prefetch >= 0, "data.prefetch", "must be >= 0", d.prefetch);
-  if (d.type == DataType::kSynthetic) {
-    Require(d.num_classes >= 2, "data.num_classes", "must be at least 2", d.num_classes);
-    Require(d.noise_std >= 0, "data.noise_std", "must be >= 0", d.noise_std);
-    Require(d.min_prompt_tokens >= 0, "data.min_prompt_tokens", "must be >= 0", d.min_prompt_tokens);
-    Require(d.max_prompt_tokens >= d.min_prompt_tokens, "data.max_prompt_tokens",
-            "must be >= min_prompt_tokens=" + Str(d.min_prompt_tokens), d.max_prompt_tokens);
-  } else {
-    Require(!d.path.empty(), "data.path", "llava data needs a .json or .jsonl file", d.path);
-    Require(!d.tokenizer.empty(), "data.tokenizer", "llava data needs a sentencepiece model file", d.tokenizer);
-    Require(d.image_mean.empty() || d.image_mean.size() == 3, "data.image_mean", "must be empty or [r, g, b]",
-            d.image_mean.size());
-    Require(d.image_std.empty() || d.image_std.size() == 3, "data.image_std", "must be empty or [r, g, b]",
-            d.image_std.size());
-    for (size_t i = 0; i < d.image_std.size(); ++i) RequirePositive("data.image_std[" + Str(i) + "]", d.image_std[i]);
-    Require(!d.image_token.empty() && d.image_token != d.audio_token, "data.image_token",
-            "must be non-empty and differ from data.audio_token", d.image_token);
-    Require(!d.audio_token.empty(), "data.audio_token", "must be non-empty", d.audio_token);
-    std::map<InputModality, int> per_modality;
-    for (const EncoderConfig& e : c.model.encoders) {
-      const std::string at = "model.encoders." + e.name;
-      const std::string type = NameOf(e.type);
-      const InputModality modality = KindOf(e.type).modality;
-      Require(++per_modality[modality] == 1, at, "llava data feeds one encoder per modality; a second " + type +
-              " encoder would have no images of its own", type);
-      Require(modality != InputModality::kImage || e.num_channels == 3, at + ".num_channels", "must be 3 (RGB) for llava data",
-              e.num_channels);
-    }
-  }
+  ValidateData(c, c.data, "data");
+  const EvalConfig& ev = c.eval;
+  Require(ev.interval >= 0, "eval.interval", "must be >= 0 (0 evaluates only at the end, if at_end)", ev.interval);
+  RequirePositive("eval.steps", ev.steps);
+  if (ev.enabled()) ValidateData(c, ev.data, "eval.data");
 
   RequirePositive("logging.interval", c.logging.interval);
   Require(c.logging.peak_tflops >= 0, "logging.peak_tflops",

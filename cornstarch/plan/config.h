@@ -357,6 +357,26 @@ struct LoggingConfig {
   }
 };
 
+// Validation: forward passes only, under the training layout, over batches of their own data.
+struct EvalConfig {
+  DataConfig data;
+  int64_t interval = 0;
+  int64_t steps = 4;
+  bool at_end = false;
+
+  bool enabled() const { return interval > 0 || at_end; }
+
+  template <class F>
+  void Fields(F&& f) {
+    f("data", data, "Validation data, in the same formats as `data` (its own path). Read in a fixed order (never "
+                    "shuffled), so evaluations of the same weights agree exactly; synthetic samples are drawn "
+                    "from a stream of their own, never seen in training.");
+    f("interval", interval, "Evaluate after every this many steps; 0: only as at_end says.");
+    f("steps", steps, "Batches per evaluation, each of train.global_batch_size sequences.");
+    f("at_end", at_end, "Evaluate after the last step.");
+  }
+};
+
 struct CheckpointConfig {
   std::string dir;
   int64_t interval = 0;
@@ -384,6 +404,7 @@ struct Config {
   DataConfig data;
   LoggingConfig logging;
   CheckpointConfig checkpoint;
+  EvalConfig eval;
 
   template <class F>
   void Fields(F&& f) {
@@ -394,6 +415,7 @@ struct Config {
     f("data", data, "Training data.");
     f("logging", logging, "Logs and metrics.");
     f("checkpoint", checkpoint, "Saving and resuming.");
+    f("eval", eval, "Validation loss and perplexity during training.");
   }
 };
 

@@ -49,6 +49,8 @@ PipelineExecutor::PipelineExecutor(MultimodalModel& model, const PipelinePlan& p
     }
   }
   for (int p : plan.graph.prev[stage]) producer_layer_[p] = plan.stages[p].layers.back();
+  forward_graph_ = plan.graph;
+  forward_graph_.has_backward.assign(forward_graph_.has_backward.size(), false);
 }
 
 PipelineExecutor::~PipelineExecutor() = default;
@@ -60,13 +62,31 @@ PipelineExecutor::InFlight& PipelineExecutor::Slot(int mb) {
 }
 
 double PipelineExecutor::Step(const std::vector<Batch>& micro, double loss_scale) {
+  return Run(plan_.schedule[stage_], micro, loss_scale, true);
+}
+
+double PipelineExecutor::Evaluate(const std::vector<Batch>& micro) {
+  const int m = static_cast<int>(micro.size());
+  auto it = forward_schedules_.find(m);
+  if (it == forward_schedules_.end()) {
+    // Stages without backward run their forwards in order; lowering adds the activation messages only.
+    Schedule s = AddSendRecv(forward_graph_, Generate1F1B(forward_graph_, m));
+    ValidateSchedule(forward_graph_, s, m);
+    it = forward_schedules_.emplace(m, std::move(s)).first;
+  }
+  torch::NoGradGuard no_grad;
+  return Run(it->second[stage_], micro, 1.0, false);
+}
+
+double PipelineExecutor::Run(const std::vector<Action>& actions, const std::vector<Batch>& micro, double loss_scale,
+                             bool timed) {
   using Clock = std::chrono::steady_clock;
   const auto begin = Clock::now();
   auto since = [&] { return std::chrono::duration<double>(Clock::now() - begin).count(); };
-  timings_.clear();
+  if (timed) timings_.clear();
   loss_sum_ = 0;
   if (!micro.empty()) device_ = micro.front().input_ids.device();
-  for (const Action& a : plan_.schedule[stage_]) {
+  for (const Action& a : actions) {
     CS_CHECK(a.microbatch < static_cast<int>(micro.size()), "schedule needs microbatch ", a.microbatch, " of ",
              micro.size());
     const double start = since();
@@ -78,7 +98,7 @@ double PipelineExecutor::Step(const std::vector<Batch>& micro, double loss_scale
       case ActionType::kRecvB: RecvGradient(a.microbatch, a.peer); break;
       case ActionType::kSendB: SendGradient(a.microbatch, a.peer); break;
     }
-    timings_.push_back({a, start, since()});
+    if (timed) timings_.push_back({a, start, since()});
   }
   // Every send has been received once our peers are done with the step; waiting here keeps buffers alive until
   // then without ever blocking a stage on a peer that is still computing.
@@ -150,7 +170,7 @@ void PipelineExecutor::RecvActivation(int mb, int peer) {
   torch::Tensor t = torch::empty(sizes, torch::TensorOptions().dtype(static_cast<torch::ScalarType>(h[1])));
   pp_.Recv(t, peer, ActivationTag(mb));
   t = t.to(device_);
-  if (plan_.graph.has_backward[peer] && t.is_floating_point()) t.requires_grad_(true);
+  if (torch::GradMode::is_enabled() && plan_.graph.has_backward[peer] && t.is_floating_point()) t.requires_grad_(true);
   Slot(mb).inputs[peer] = t;
 }
 

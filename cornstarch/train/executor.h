@@ -41,6 +41,10 @@ class PipelineExecutor {
   // on the last stage and 0 elsewhere.
   double Step(const std::vector<Batch>& micro, double loss_scale);
 
+  // Forward passes only, without gradients: every stage runs its forwards of `micro` in order and passes them on
+  // (the plan's stages, no backward anywhere). Returns the sum of the token losses on the last stage, 0 elsewhere.
+  double Evaluate(const std::vector<Batch>& micro);
+
   // Start and end of every action of the last Step, in order.
   const std::vector<ActionTiming>& timings() const { return timings_; }
 
@@ -51,6 +55,8 @@ class PipelineExecutor {
   struct InFlight;  // one microbatch between its forward and its last gradient send
 
   InFlight& Slot(int mb);
+  // `timed`: record timings() (training steps only: they are what traces show).
+  double Run(const std::vector<Action>& actions, const std::vector<Batch>& micro, double loss_scale, bool timed);
   void Forward(int mb, const Batch& batch, double loss_scale);
   void Backward(int mb);
   void RecvActivation(int mb, int peer);
@@ -68,6 +74,8 @@ class PipelineExecutor {
   std::map<int, std::unique_ptr<InFlight>> in_flight_;
   std::vector<std::unique_ptr<Work>> sends_;  // completed at the end of the step
   std::vector<ActionTiming> timings_;
+  StageGraph forward_graph_;  // the plan's graph without any backward: evaluation's
+  std::map<int, Schedule> forward_schedules_;  // evaluation's, by microbatch count
   double loss_sum_ = 0;
   // Where the stage computes (the microbatches' device). Stages exchange activations and gradients through host
   // memory, so the MPI pipeline group serves CPU and GPU training alike.

@@ -10,11 +10,13 @@
 namespace cornstarch {
 
 std::string FormatStepLine(const StepMetrics& m, int64_t total_steps) {
-  return fmt::format(
+  std::string line = fmt::format(
       "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} tok/s | {:.1f} ms | MFU {:.1f}% | "
       "mem {:.0f} MiB",
       m.step, std::to_string(total_steps).size(), total_steps, m.loss, m.lr, m.grad_norm, m.tokens_per_second(),
       m.step_seconds * 1e3, 100 * m.mfu, m.peak_memory_mib);
+  if (m.eval_loss) line += fmt::format(" | eval_loss {:.4f} | eval_ppl {:.3f}", *m.eval_loss, m.eval_ppl());
+  return line;
 }
 
 std::string FormatProgress(int64_t step, int64_t total_steps, double elapsed_seconds, double loss, int width) {
@@ -32,7 +34,8 @@ std::string FormatProgress(int64_t step, int64_t total_steps, double elapsed_sec
 
 namespace {
 
-constexpr const char* kCsvHeader = "step,loss,lr,grad_norm,tokens,step_seconds,tokens_per_second,flops,mfu,peak_memory_mib";
+constexpr const char* kCsvHeader =
+    "step,loss,lr,grad_norm,tokens,step_seconds,tokens_per_second,flops,mfu,peak_memory_mib,eval_loss,eval_ppl";
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -78,18 +81,21 @@ MetricsWriter::MetricsWriter(const std::string& path, int64_t resumed_at) {
 void MetricsWriter::Write(const StepMetrics& m) {
   if (!out_.is_open()) return;
   if (csv_) {
-    out_ << fmt::format("{},{:.17g},{:.17g},{:.17g},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g}\n", m.step, m.loss,
+    // Steps without an evaluation leave its two columns empty.
+    const std::string eval = m.eval_loss ? fmt::format("{:.17g},{:.17g}", *m.eval_loss, m.eval_ppl()) : ",";
+    out_ << fmt::format("{},{:.17g},{:.17g},{:.17g},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{}\n", m.step, m.loss,
                         m.lr, m.grad_norm, m.tokens, m.step_seconds, m.tokens_per_second(), m.flops, m.mfu,
-                        m.peak_memory_mib)
+                        m.peak_memory_mib, eval)
          << std::flush;
     return;
   }
-  const nlohmann::json record = {
+  nlohmann::json record = {
       {"step", m.step},     {"loss", m.loss},     {"lr", m.lr},
       {"grad_norm", m.grad_norm}, {"tokens", m.tokens}, {"step_seconds", m.step_seconds},
       {"tokens_per_second", m.tokens_per_second()},
       {"flops", m.flops},   {"mfu", m.mfu},       {"peak_memory_mib", m.peak_memory_mib},
   };
+  if (m.eval_loss) record["eval_loss"] = *m.eval_loss, record["eval_ppl"] = m.eval_ppl();
   out_ << record.dump() << "\n" << std::flush;
 }
 

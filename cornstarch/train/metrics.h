@@ -2,7 +2,9 @@
 // object per line) or CSV (by the file's extension), flushed each step so a crashed run keeps what it logged.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <optional>
 #include <fstream>
 #include <string>
 
@@ -18,6 +20,10 @@ struct StepMetrics {
   double flops = 0;         // model FLOPs executed by all ranks: frozen-aware backward, allowed attention pairs only
   double mfu = 0;           // flops / (step_seconds * peak FLOP/s * ranks)
   double peak_memory_mib = 0;  // this process's peak resident memory (cpu), or the GPU's memory in use (cuda)
+  // Validation after this step (eval section), when it ran: mean cross-entropy per labelled token of all the eval
+  // batches, and its exponential.
+  std::optional<double> eval_loss;
+  double eval_ppl() const { return eval_loss ? std::exp(*eval_loss) : 0; }
   double tokens_per_second() const { return step_seconds > 0 ? tokens / step_seconds : 0; }
 };
 

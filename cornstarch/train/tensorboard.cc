@@ -112,6 +112,7 @@ void TensorBoardWriter::Write(const StepMetrics& m) {
                    {"train/step_seconds", m.step_seconds},
                    {"train/mfu", m.mfu},
                    {"train/peak_memory_mib", m.peak_memory_mib}});
+  if (m.eval_loss) Scalars(m.step, {{"eval/loss", *m.eval_loss}, {"eval/ppl", m.eval_ppl()}});
 }
 
 }  // namespace cornstarch

@@ -25,6 +25,7 @@
 #include "cornstarch/train/microbatches.h"
 #include "cornstarch/train/plan_builder.h"
 #include "cornstarch/train/step_logger.h"
+#include "cornstarch/train/stop_signal.h"
 
 namespace cornstarch {
 
@@ -37,11 +38,13 @@ std::unique_ptr<DistRuntime> SingleProcessRuntime(const Config& config) {
   return std::make_unique<DistRuntime>(config.parallel, LaunchEnv{}, nullptr, nullptr);
 }
 
-double SumOver(Communicator& group, double value) {
+double ReduceOver(Communicator& group, double value, ReduceOp op) {
   torch::Tensor t = torch::full({1}, value, torch::kDouble);
-  group.AllReduce(t, ReduceOp::kSum);
+  group.AllReduce(t, op);
   return t.item<double>();
 }
+
+double SumOver(Communicator& group, double value) { return ReduceOver(group, value, ReduceOp::kSum); }
 
 }  // namespace
 
@@ -76,6 +79,7 @@ void Trainer::Init() {
   executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP),
                                                  runtime_.group(Axis::kCP));
   data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed));
+  if (config.eval.enabled()) eval_data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kEval);
   optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), config.optimizer);
   grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), kBucketBytes);
   checkpointer_ = std::make_unique<Checkpointer>(config_, runtime_, *model_, *optimizer_);
@@ -87,11 +91,11 @@ void Trainer::Init() {
   mfu_ = std::make_unique<MfuMeter>(config.logging, device_, runtime_.dims().world_size(), runtime_.rank() == 0);
 }
 
-Trainer::StepData Trainer::NextMicrobatches() {
+Trainer::StepData Trainer::Prepare(BatchLoader& loader) {
   StepData d;
   Communicator& cp = runtime_.group(Axis::kCP);
   for (int64_t j = 0; j < slicer_->per_step(); ++j) {
-    Batch batch = loader_->Next();  // prepared in the background
+    Batch batch = loader.Next();  // prepared in the background
     d.targets += batch.labels.ne(-100).sum().item<double>();
     d.tokens += batch.mask_words.ne(0).sum().item<double>();
     d.flops += BatchFlops(config_.model, model_->spec(), batch);
@@ -115,7 +119,7 @@ StepMetrics Trainer::Step() {
   Communicator& dp = runtime_.group(Axis::kDP);
 
   const double t0 = TraceRecorder::NowUs();
-  const StepData data = NextMicrobatches();
+  const StepData data = Prepare(*loader_);
   const double targets = SumOver(dp, data.targets);  // the loss is per labelled token of the global batch
   m.tokens = static_cast<int64_t>(SumOver(dp, data.tokens));
 
@@ -154,11 +158,42 @@ StepMetrics Trainer::Step() {
 
 void Trainer::Save() { checkpointer_->Save(step_); }
 
+void Trainer::Stop(int signal) {
+  const bool saved = checkpointer_->Due(step_);  // this step's checkpoint is already written
+  if (!config_.checkpoint.dir.empty() && !saved) Save();
+  if (runtime_.rank() != 0) return;
+  if (config_.checkpoint.dir.empty()) {
+    spdlog::warn("stopping after step {} on {} without a checkpoint (checkpoint.dir is not set)", step_,
+                 SignalName(signal));
+  } else {
+    spdlog::info("stopping after step {} on {}; resume from {} with --resume", step_, SignalName(signal),
+                 config_.checkpoint.dir + "/" + CheckpointDirName(step_));
+  }
+}
+
+double Trainer::Evaluate() {
+  CS_CHECK(eval_data_, "evaluation needs eval.interval > 0 or eval.at_end");
+  // Eval step e reads the slice training step e would: the same layout, a fixed set of batches.
+  BatchLoader loader(*eval_data_, [slicer = *slicer_](int64_t i) { return slicer.Request(0, i); },
+                     config_.data.prefetch);
+  double loss = 0, targets = 0;
+  for (int64_t e = 0; e < config_.eval.steps; ++e) {
+    const StepData d = Prepare(loader);
+    targets += SumOver(runtime_.group(Axis::kDP), d.targets);
+    loss += SumOver(runtime_.world(), executor_->Evaluate(d.micro));  // 0 except on the last stage
+  }
+  return loss / targets;
+}
+
 std::vector<StepMetrics> Trainer::Run() {
   StepLogger logger(config_, runtime_.rank() == 0, resumed_at_);
   std::vector<StepMetrics> history;
   while (step_ < config_.train.steps) {
-    const StepMetrics m = Step();
+    StepMetrics m = Step();
+    const EvalConfig& ev = config_.eval;
+    if ((ev.interval > 0 && m.step % ev.interval == 0) || (ev.at_end && m.step == config_.train.steps)) {
+      m.eval_loss = Evaluate();
+    }
     logger.Log(m);
     if (!std::isfinite(m.loss)) {
       throw Error("training diverged: loss is " + std::to_string(m.loss) + " at step " + std::to_string(m.step) +
@@ -166,6 +201,12 @@ std::vector<StepMetrics> Trainer::Run() {
     }
     history.push_back(m);
     if (checkpointer_->Due(m.step)) Save();
+    // Ranks see a stop signal at different moments: they stop after the first step any of them saw it at.
+    const int signal = static_cast<int>(ReduceOver(runtime_.world(), StopSignal(), ReduceOp::kMax));
+    if (signal != 0 && step_ < config_.train.steps) {
+      Stop(signal);
+      break;
+    }
   }
   if (!config_.checkpoint.export_hf.empty()) checkpointer_->ExportHf();
   if (!config_.logging.trace_path.empty()) {

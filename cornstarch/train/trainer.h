@@ -2,7 +2,8 @@
 // (train/microbatches.h, data/loader.h), the stage's forwards and backwards in schedule order with gradient
 // accumulation (train/executor.h), the gradient sum over dp and cp (train/grad_sync.h), global grad-norm clipping
 // and the AdamW step at the scheduled learning rate, then metrics (train/mfu.h, train/step_logger.h) and
-// checkpoints (train/checkpointer.h). Only rank 0 logs and writes metrics.
+// checkpoints (train/checkpointer.h), with a forward-only evaluation on held-out data every eval.interval steps.
+// Only rank 0 logs and writes metrics.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -43,11 +44,16 @@ class Trainer {
   StepMetrics Step();
 
   // Runs the remaining steps, logging every logging.interval steps, writing the metrics file and saving
-  // checkpoints as checkpoint.interval says (and after the last step) when checkpoint.dir is set.
+  // checkpoints as checkpoint.interval says (and after the last step) when checkpoint.dir is set. After a stop
+  // signal (train/stop_signal.h) reached any rank, every rank ends after the same step, with a checkpoint.
   std::vector<StepMetrics> Run();
 
   // Collective: saves the current state to checkpoint.dir.
   void Save();
+
+  // Collective: the validation loss of the current weights, per labelled token of eval.steps batches of eval.data
+  // (always the same batches), forward only under the training layout. REQUIRES: evaluation configured.
+  double Evaluate();
 
   // This process's share of the model: the layers of its pipeline stage.
   MultimodalModel& model() { return *model_; }
@@ -63,7 +69,9 @@ class Trainer {
     double targets = 0, tokens = 0, flops = 0;  // this rank's labelled tokens, non-padding tokens, model FLOPs
   };
   void Init();
-  StepData NextMicrobatches();
+  // The end of a run cut short by `signal`: saves the state (when checkpoint.dir is set) and says so.
+  void Stop(int signal);
+  StepData Prepare(BatchLoader& loader);
 
   Config config_;
   std::unique_ptr<DistRuntime> own_runtime_;  // set for single-process runs
@@ -72,6 +80,7 @@ class Trainer {
   std::unique_ptr<MultimodalModel> model_;
   std::unique_ptr<PipelineExecutor> executor_;
   std::unique_ptr<Dataset> data_;
+  std::unique_ptr<Dataset> eval_data_;  // set when evaluation is configured
   std::unique_ptr<MicrobatchSlicer> slicer_;
   std::unique_ptr<BatchLoader> loader_;  // this rank's microbatches from step_ on
   std::unique_ptr<AdamW> optimizer_;

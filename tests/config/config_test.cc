@@ -127,6 +127,12 @@ TEST_CASE("bad configs name the key, what was expected and what was found", "[co
       {{"data.image_mean=0.5"}, "data.image_mean: expected a list of numbers, got '0.5'"},
       {{"data.image_std=[1, x, 1]"}, "data.image_std[1]: expected a number, got 'x'"},
       {{"data.prefetch=-1"}, "data.prefetch: must be >= 0, got -1"},
+      {{"eval.steps=0"}, "eval.steps: must be at least 1, got 0"},
+      {{"eval.interval=-1"}, "eval.interval: must be >= 0 (0 evaluates only at the end, if at_end), got -1"},
+      {{"eval.at_end=true", "eval.data.type=llava"}, "eval.data.path: llava data needs a .json or .jsonl file, got ''"},
+      {{"eval.interval=5", "parallel.cp=2", "parallel.cp_block=32", "eval.data.seq_len=96"},
+       "eval.data.seq_len: must be a multiple of parallel.cp x parallel.cp_block = 64, got 96"},
+      {{"eval.data.type=llava"}, "no error"},  // evaluation off: eval.data is not read
       {{"logging.level=verbose"},
        "logging.level: must be one of 'trace', 'debug', 'info', 'warn', 'error', got 'verbose'"},
       {{"train.steps"}, "--set: expected key.path=value, got 'train.steps'"},

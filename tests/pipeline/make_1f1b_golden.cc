@@ -9,6 +9,7 @@
 // line), so regenerating changes nothing unless a schedule is meant to change.
 // Regenerate (when a schedule is meant to change):
 //   bazel run --jobs=1 //tests:make_1f1b_golden > tests/pipeline/testdata/1f1b_golden.txt
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -77,6 +78,38 @@ int main() {
           for (int s = 0; s + 1 < stages; ++s) backward[s] = pattern >> s & 1;
           const StageGraph g = MakeStageGraph(enc, llm, backward);
           for (int m : {1, 2, 3, 4, 7}) {
+            Schedule s;
+            if (!Generate(g, m, s)) continue;
+            std::printf("%s fnv1a64=%s\n", GoldenKey(enc, llm, backward, m).c_str(), Fnv1a64(FormatSchedule(s)).c_str());
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  // Longer pipelines, as the planner tests and the shipped configs build them (up to 10 stages, up to two encoder
+  // chains of up to 4 stages): everything training, the encoders frozen, or only the first stage frozen.
+  for (int chains = 0; chains <= 2; ++chains) {
+    for (int lengths = 0; lengths < (1 << (2 * chains)); ++lengths) {  // two bits per chain: 1..4 stages
+      std::vector<int> enc;
+      for (int c = 0; c < chains; ++c) enc.push_back(1 + (lengths >> (2 * c) & 3));
+      int encoder_stages = 0;
+      for (int n : enc) encoder_stages += n;
+      for (int llm = 1; encoder_stages + llm <= 10; ++llm) {
+        const int stages = encoder_stages + llm;
+        if (llm <= 3 && std::all_of(enc.begin(), enc.end(), [](int n) { return n <= 2; })) continue;  // above
+        std::vector<std::vector<bool>> patterns = {std::vector<bool>(stages, true)};
+        if (encoder_stages > 0) {
+          patterns.emplace_back(stages, true);
+          std::fill(patterns.back().begin(), patterns.back().begin() + encoder_stages, false);
+        }
+        if (chains == 0 && stages > 1) {
+          patterns.emplace_back(stages, true);
+          patterns.back()[0] = false;
+        }
+        for (const std::vector<bool>& backward : patterns) {
+          const StageGraph g = MakeStageGraph(enc, llm, backward);
+          for (int m : {1, 2, 4, 8, 16}) {
             Schedule s;
             if (!Generate(g, m, s)) continue;
             std::printf("%s fnv1a64=%s\n", GoldenKey(enc, llm, backward, m).c_str(), Fnv1a64(FormatSchedule(s)).c_str());

@@ -100,7 +100,12 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
                                          "/tokenizer.model"});
     }
     overrides.insert(overrides.end(), v.overrides.begin(), v.overrides.end());
-    const Config cfg = LoadConfig(v.config, overrides);
+    Config cfg = LoadConfig(v.config, overrides);
+    // Validation on the training data's own format, twice during the run (after steps 5 and 10).
+    cfg.eval.data = cfg.data;
+    cfg.eval.steps = 2;
+    cfg.eval.interval = 5;
+    Validate(cfg);
     std::string label = v.config;
     for (const std::string& o : v.overrides) label += " " + o;
     INFO(label);
@@ -110,10 +115,13 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
     reference_cfg.model.activation_checkpointing = false;  // recomputing must not change the curve either
     reference_cfg.parallel.schedule_file.clear();  // a schedule file is for the layout's stages
     Trainer reference(reference_cfg);
+    const double reference_eval = reference.Evaluate();
     const std::vector<StepMetrics> expected = reference.Run();
 
     DistRuntime runtime(cfg.parallel, env, nullptr, nullptr);
     Trainer trainer(cfg, runtime);
+    // Forward only under the layout, from the same initial weights: the same loss to 1e-6.
+    CHECK(trainer.Evaluate() == Approx(reference_eval).epsilon(1e-6));
     const std::vector<StepMetrics> got = trainer.Run();
     REQUIRE(got.size() == expected.size());
     CheckSameCurve(got, expected, 1e-5);
