@@ -18,16 +18,12 @@
 #include "cornstarch/plan/bitfield_mask.h"
 #include "cornstarch/model/dense_attention.h"
 #include "cornstarch/device/torch_runtime.h"
+#include "bench/timing.h"
 
 using namespace cornstarch;
+using cornstarch::bench::Seconds;
 
 namespace {
-
-double Seconds(const std::function<void()>& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Peak resident memory (MiB) of `f` above the resident memory before it (Linux: clear_refs resets VmHWM).
 double PeakMiB(const std::function<void()>& f) {

@@ -17,16 +17,12 @@
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/mpi_communicator.h"
 #include "cornstarch/device/torch_runtime.h"
+#include "bench/timing.h"
 
 using namespace cornstarch;
+using cornstarch::bench::Seconds;
 
 namespace {
-
-double Seconds(const std::function<void()>& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 }  // namespace
 

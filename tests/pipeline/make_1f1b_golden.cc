@@ -1,10 +1,13 @@
 // Prints tests/pipeline/testdata/1f1b_golden.txt: the 1F1B schedule, sends and receives included, of every stage
 // graph of 0..3 encoder chains of 1..2 stages and 1..3 LLM stages, under every has_backward pattern whose last
 // stage (the loss) trains, for 1, 2, 3, 4 and 7 microbatches; patterns the validator rejects (a stage that
-// trains feeding one that does not) are left out. One line per case: its key and the FNV-1a digest of its text.
+// trains feeding one that does not) are left out; then longer pipelines (up to 10 stages, up to two encoder
+// chains of up to 4 stages; everything training, the encoders frozen, or the first stage frozen) for 1, 2, 4, 8 and
+// 16 microbatches. One line per case: its key and the FNV-1a digest of its text.
 //
-// The committed file was printed at commit 52d22963da35ee6a49ade2da7a549a7b25977e11 by this program with the
-// generator of that time, which placed sends and receives itself. Since then generators emit compute only and
+// The committed case lines were printed at commit 52d22963da35ee6a49ade2da7a549a7b25977e11 by this enumeration
+// with the generator of that time, which placed sends and receives itself (the longer pipelines by the same loops
+// compiled against that commit's schedule.cc). Since then generators emit compute only and
 // AddSendRecv adds the communication; together they reproduce the file byte for byte (schedule_test checks every
 // line), so regenerating changes nothing unless a schedule is meant to change.
 // Regenerate (when a schedule is meant to change):
