@@ -22,7 +22,7 @@ struct Batch {
   torch::Tensor input_ids;   // [B, S] int64
   torch::Tensor labels;      // [B, S] int64: target of position t (already shifted); -100 where no loss
   torch::Tensor positions;   // [B, S] int64 RoPE positions
-  torch::Tensor mask_words;  // [B, S] int64 bitfield attention words (attention/bitfield_mask.h)
+  torch::Tensor mask_words;  // [B, S] int64 bitfield attention words (plan/bitfield_mask.h)
   std::vector<ModalityInput> modalities;  // one per encoder, in config order
   // Context parallelism: which tokens each cp rank holds. With cp > 1, input_ids, labels and positions hold this
   // rank's tokens only ([B, S/cp]) while mask_words stays whole: attention needs every key's word.

@@ -42,6 +42,9 @@ class Communicator {
   virtual void AllReduce(at::Tensor& tensor, ReduceOp op) = 0;
   // `output` has size() * input.numel() elements: rank r's input lands in the r-th slice of dim 0.
   virtual void AllGather(const at::Tensor& input, at::Tensor& output) = 0;
+  // The inverse shape: `input` has size() * output.numel() elements, and rank r's `output` is the reduction over
+  // every rank of the r-th slice of `input` (dim 0). What a sharded optimizer or sequence parallelism sums with.
+  virtual void ReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) = 0;
   virtual void Broadcast(at::Tensor& tensor, int root) = 0;
   virtual void Barrier() = 0;
 

@@ -193,6 +193,25 @@ class MpiCommunicator final : public Communicator {
     WaitRequests(*this, &req, 1, "allgather");
   }
 
+  void ReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) override {
+    CheckCpuContiguous(input, "reducescatter");
+    CheckCpuContiguous(output, "reducescatter");
+    CS_CHECK(input.numel() == output.numel() * size_ && output.scalar_type() == input.scalar_type(),
+             "reducescatter input must hold ", size_, " x ", output.numel(), " elements of the output's dtype");
+    // Half types are reduced in float, as AllReduce does.
+    const bool half = input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16;
+    const at::Tensor in = half ? input.to(at::kFloat) : input;
+    at::Tensor out = half ? at::empty(output.sizes(), output.options().dtype(at::kFloat)) : output;
+    if (op == ReduceOp::kAvg) CS_CHECK(at::isFloatingType(out.scalar_type()), "reducescatter avg needs a floating tensor");
+    MPI_Request req;
+    MpiCheck(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), Count(out), MpiType(out),
+                                       op == ReduceOp::kMax ? MPI_MAX : MPI_SUM, comm_, &req),
+             "MPI_Ireduce_scatter_block");
+    WaitRequests(*this, &req, 1, "reducescatter");
+    if (op == ReduceOp::kAvg) out.div_(size_);
+    if (half) output.copy_(out);
+  }
+
   void Broadcast(at::Tensor& tensor, int root) override {
     CheckCpuContiguous(tensor, "broadcast");
     CheckPeer(root);

@@ -123,6 +123,15 @@ class NcclCommunicator final : public Communicator {
     CS_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), Type(input), comm_, stream_));
     Record(output, "allgather")->Wait();
   }
+  void ReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) override {
+    Check(input, "reducescatter");
+    Check(output, "reducescatter");
+    CS_CHECK(input.numel() == output.numel() * size_, "reducescatter input must hold ", size_, " x ", output.numel());
+    const ncclRedOp_t red = op == ReduceOp::kSum ? ncclSum : op == ReduceOp::kAvg ? ncclAvg : ncclMax;
+    CS_NCCL_CHECK(
+        ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), Type(input), red, comm_, stream_));
+    Record(output, "reducescatter")->Wait();
+  }
   void Broadcast(at::Tensor& t, int root) override {
     Check(t, "broadcast");
     CS_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), Type(t), root, comm_, stream_));

@@ -24,6 +24,11 @@ class SingleProcessCommunicator final : public Communicator {
              input.numel());
     output.view(input.sizes()).copy_(input);
   }
+  void ReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp) override {
+    CS_CHECK(output.numel() == input.numel(), "reducescatter output has ", output.numel(), " elements for ",
+             input.numel());
+    output.view(input.sizes()).copy_(input);
+  }
   void Broadcast(at::Tensor&, int root) override { CS_CHECK(root == 0, "broadcast root ", root, " of 1 rank"); }
   void Barrier() override {}
   std::unique_ptr<Communicator> Split(int, int, const std::string& name) override {

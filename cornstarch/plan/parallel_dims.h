@@ -1,6 +1,6 @@
 // The rank mesh: pp x dp x cp x tp ranks, with rank = ((pp_i * dp + dp_i) * cp + cp_i) * tp + tp_i, so the axes
 // that talk most (tp, then cp) are the closest ranks (same node first). Which layers a pipeline stage runs is
-// the pipeline plan's business (pipeline/planner.h), not the mesh's. Pure: validated on construction, no
+// the pipeline plan's business (plan/planner.h), not the mesh's. Pure: validated on construction, no
 // communication; Communicator::Split turns GroupColor into groups.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Runs one pipeline stage's action list (pipeline/schedule.h) for an optimizer step: forwards and backwards of
+// Runs one pipeline stage's action list (plan/schedule.h) for an optimizer step: forwards and backwards of
 // the stage's layers, activations and gradients to and from the neighbouring stages over the pipeline group.
 // One executor for every layout: pp = 1 is a single stage whose list is F0 B0 F1 B1 ...
 //

@@ -53,6 +53,25 @@ TEST_CASE("allgather places rank r's input in slice r", "[comm]") {
   }
 }
 
+TEST_CASE("reducescatter gives rank r the reduction of every rank's slice r", "[comm]") {
+  Communicator& w = World();
+  const int n = w.size(), r = w.rank();
+  for (at::ScalarType type : kTypes) {
+    INFO("dtype " << type);
+    const auto options = at::TensorOptions().dtype(type);
+    // Rank p contributes p + j at flat position j: slice q of the sum is n * (q * 4 + i) + n (n - 1) / 2.
+    const at::Tensor in = at::arange(n * 4, options) + at::full({n * 4}, r, options);
+    at::Tensor out = at::empty({4}, options);
+    w.ReduceScatter(in, out, ReduceOp::kSum);
+    CHECK(at::equal(out, at::arange(4, options) * n + at::full({4}, n * r * 4 + n * (n - 1) / 2, options)));
+    w.ReduceScatter(in, out, ReduceOp::kMax);
+    CHECK(at::equal(out, at::arange(4, options) + at::full({4}, r * 4 + n - 1, options)));
+  }
+  at::Tensor avg = at::empty({2}, at::kDouble);
+  w.ReduceScatter(at::full({n * 2}, static_cast<double>(r), at::kDouble), avg, ReduceOp::kAvg);
+  CHECK(at::allclose(avg, at::full({2}, (n - 1) / 2.0, at::kDouble)));
+}
+
 TEST_CASE("broadcast from the last rank reaches everyone", "[comm]") {
   Communicator& w = World();
   const int root = w.size() - 1;
