@@ -53,4 +53,21 @@ if ! diff <(losses "$dir/full.jsonl") <(losses "$dir/stopped.jsonl"); then
   echo "FAIL: the resumed run's losses differ from the uninterrupted run's"
   exit 1
 fi
-echo "PASS: stopped after step $stopped_at of $steps on SIGUSR1, resumed, $steps losses identical"
+# A second signal does not wait for the step: the ranks exit at once, non-zero, saying so.
+# Longer steps (a second or more), so that both signals land within one.
+args twice --set train.steps=100000 --set data.seq_len=384 --set model.llm.num_layers=6
+mpirun --oversubscribe -np 2 "$train" "${ARGS[@]}" > "$dir/twice.log" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do
+  [ -e "$dir/twice.jsonl" ] && [ "$(wc -l < "$dir/twice.jsonl")" -ge 1 ] && break
+  sleep 0.05
+done
+kill -USR1 "$pid"
+sleep 0.2
+kill -USR1 "$pid"
+status=0
+wait "$pid" || status=$?
+[ "$status" -ne 0 ] || { echo "FAIL: a second signal still exited 0"; cat "$dir/twice.log"; exit 1; }
+grep -q "second stop signal, exiting now without a checkpoint" "$dir/twice.log" ||
+  { echo "FAIL: the second signal is not reported"; cat "$dir/twice.log"; exit 1; }
+echo "PASS: stopped after step $stopped_at of $steps on SIGUSR1, resumed, $steps losses identical; a second signal exits at once"
