@@ -12,6 +12,7 @@
 #include "cornstarch/train/adamw.h"
 #include "cornstarch/train/checkpoint.h"
 #include "cornstarch/train/metrics.h"
+#include "cornstarch/train/step_logger.h"
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/base/check.h"
 #include "tests/error_of.h"
@@ -169,6 +170,46 @@ TEST_CASE("metrics: CSV with a header; a resumed run keeps the records up to its
       CHECK_THAT(lines[3], Contains("\"loss\":2.0"));
     }
   }
+}
+
+TEST_CASE("the step logger writes every step, evaluations only where they ran", "[metrics][eval]") {
+  const std::string dir = FreshDir("logger");
+  for (const std::string name : {"m.csv", "m.jsonl"}) {
+    Config c;
+    c.train.steps = 3;
+    c.logging.metrics_path = dir + "/" + name;
+    c.logging.tensorboard_dir = dir + "/tb-" + name;
+    {
+      StepLogger logger(c, /*reports=*/true, 0);
+      for (int64_t s = 1; s <= 3; ++s) {
+        StepMetrics m{s, 3.0 / static_cast<double>(s)};
+        if (s == 2) m.eval_loss = std::log(4.0);
+        logger.Log(m);
+      }
+    }
+    std::ifstream in(c.logging.metrics_path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    INFO(name);
+    if (name == "m.csv") {
+      REQUIRE(lines.size() == 4u);
+      CHECK(lines[0].size() > 19);
+      CHECK(lines[0].substr(lines[0].size() - 19) == ",eval_loss,eval_ppl");
+      CHECK(lines[1].substr(lines[1].size() - 2) == ",,");  // no evaluation at step 1
+      CHECK_THAT(lines[2], Contains(",1.3862943611198906,4"));  // ln 4 and e^(ln 4)
+    } else {
+      REQUIRE(lines.size() == 3u);
+      CHECK_THAT(lines[1], Contains("\"eval_loss\":1.3862943611198906"));
+      CHECK_THAT(lines[1], Contains("\"eval_ppl\":4.0"));
+      CHECK(lines[0].find("eval") == std::string::npos);
+      CHECK(lines[2].find("eval") == std::string::npos);
+    }
+    CHECK(fs::exists(c.logging.tensorboard_dir));
+  }
+  StepMetrics m{2, 1.0};
+  m.eval_loss = std::log(4.0);
+  CHECK_THAT(FormatStepLine(m, 3), Contains("| eval_loss 1.3863 | eval_ppl 4.000"));
+  CHECK(FormatStepLine(StepMetrics{2, 1.0}, 3).find("eval") == std::string::npos);
 }
 
 TEST_CASE("the progress line shows the bar, the count, the percentage and the ETA", "[metrics]") {
