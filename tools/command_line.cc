@@ -61,8 +61,10 @@ int64_t ParseInteger(const std::string& flag, const std::string& text) {
 
 double ParseNumber(const std::string& flag, const std::string& text) { return ParseWhole<double>(flag, text, "a number"); }
 
+std::string ConfigSource(const std::string& path) { return path.empty() ? "<embedded configs/tiny.yaml>" : path; }
+
 Config LoadToolConfig(const std::string& path, const std::vector<std::string>& overrides) {
-  if (path.empty()) return ParseConfig(kEmbeddedConfig, "<embedded configs/tiny.yaml>", overrides);
+  if (path.empty()) return ParseConfig(kEmbeddedConfig, ConfigSource(path), overrides);
   return LoadConfig(path, overrides);
 }
 

@@ -31,6 +31,9 @@ double ParseNumber(const std::string& flag, const std::string& text);
 // `overrides` applied.
 Config LoadToolConfig(const std::string& path, const std::vector<std::string>& overrides);
 
+// How LoadToolConfig names that config in errors and logs: `path`, or "<embedded configs/tiny.yaml>".
+std::string ConfigSource(const std::string& path);
+
 // Where a tool started by `bazel run` should resolve the user's relative paths: enters BUILD_WORKING_DIRECTORY
 // when set (warning on stderr if it cannot).
 void EnterUserDirectory();

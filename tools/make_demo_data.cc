@@ -13,9 +13,9 @@ int main(int argc, char** argv) {
   cornstarch::DemoDataOptions options;
   std::string dir;
   try {
-    const std::string usage = "usage: make-demo-data DIR [--samples N] [--seed S] [--json]\n";
+    const std::string usage = "usage: make-demo-data DIR [--samples N] [--seed S] [--json]";
     cornstarch::tools::ParseCommandLine(
-        argc, argv, usage,
+        argc, argv, usage + "\n",
         {{"--samples", true, [&](const std::string& v) { options.samples = cornstarch::tools::ParseInteger("--samples", v); }},
          {"--seed", true,
           [&](const std::string& v) { options.seed = static_cast<uint64_t>(cornstarch::tools::ParseInteger("--seed", v)); }},
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
           if (!dir.empty()) throw cornstarch::Error(arg + ": only one DIR; " + usage);
           dir = arg;
         });
-    if (dir.empty()) throw cornstarch::Error("usage: make-demo-data DIR [--samples N] [--seed S] [--json]");
+    if (dir.empty()) throw cornstarch::Error(usage);
     if (options.samples < 1) throw cornstarch::Error("--samples: expected at least 1");
     cornstarch::WriteDemoDataset(dir, options);
     std::printf("wrote %lld samples, media and tokenizer.model to %s\n", static_cast<long long>(options.samples),

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   cornstarch::InitLogging(env.rank, "info");
   return cornstarch::RunOrAbort([&] {
     const Args args = ParseArgs(argc, argv);
-    const std::string source = args.config_path.empty() ? "<embedded configs/tiny.yaml>" : args.config_path;
+    const std::string source = cornstarch::tools::ConfigSource(args.config_path);
     const cornstarch::Config config = cornstarch::tools::LoadToolConfig(args.config_path, args.overrides);
     if (args.print_config) {
       if (env.rank == 0) std::cout << cornstarch::ToYaml(config);

@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "cornstarch/base/check.h"
 #include "cornstarch/plan/model_spec.h"
 
 namespace cornstarch {
@@ -23,21 +22,18 @@ namespace {
 // The checks of one data section (`p`: "data" or "eval.data") that needs the synthetic layout.
 void ValidateSection(const Config& c, const DataConfig& d, const std::string& p) {
   if (d.type != DataType::kSynthetic) return;
-  auto require = [](bool ok, const std::string& path, const std::string& expected, const std::string& got) {
-    if (!ok) throw Error(path + ": " + expected + ", got " + got);
-  };
   const auto str = [](int64_t v) { return std::to_string(v); };
-  require(!c.model.encoders.empty(), "model.encoders", "the synthetic data needs at least one encoder", "'none'");
+  RequireConfig(!c.model.encoders.empty(), "model.encoders", "the synthetic data needs at least one encoder", "'none'");
   const SyntheticLayout layout = MakeSyntheticLayout(c.model, d);
-  require(c.model.llm.vocab_size >= layout.MinVocab(), "model.llm.vocab_size",
-          "must be at least " + str(layout.MinVocab()) + " for the synthetic data (" + str(layout.num_encoders) +
-              " encoders x " + str(d.num_classes) + " classes + special and " +
-              str(SyntheticLayout::kMinPromptVocab) + " prompt tokens)",
-          str(c.model.llm.vocab_size));
-  require(d.seq_len >= layout.max_length, p + ".seq_len",
-          "must hold the longest synthetic sample of " + str(layout.max_length) + " tokens (" +
-              str(layout.modality_tokens) + " of them modality tokens)",
-          str(d.seq_len));
+  RequireConfig(c.model.llm.vocab_size >= layout.MinVocab(), "model.llm.vocab_size",
+                "must be at least " + str(layout.MinVocab()) + " for the synthetic data (" +
+                    str(layout.num_encoders) + " encoders x " + str(d.num_classes) + " classes + special and " +
+                    str(SyntheticLayout::kMinPromptVocab) + " prompt tokens)",
+                str(c.model.llm.vocab_size));
+  RequireConfig(d.seq_len >= layout.max_length, p + ".seq_len",
+                "must hold the longest synthetic sample of " + str(layout.max_length) + " tokens (" +
+                    str(layout.modality_tokens) + " of them modality tokens)",
+                str(d.seq_len));
 }
 
 }  // namespace

@@ -57,19 +57,23 @@ std::vector<StagePlan> CutItems(const std::vector<std::vector<int>>& items, int 
   return stages;
 }
 
+// The plan's schedule replayed with its stages' forward and backward times.
+Timeline SimulatePlan(const PipelinePlan& plan, double transfer) {
+  std::vector<double> fwd, bwd;
+  for (const StagePlan& s : plan.stages) fwd.push_back(s.forward), bwd.push_back(s.backward);
+  return Simulate(plan.graph, plan.schedule, fwd, bwd, transfer);
+}
+
 void Finish(PipelinePlan& plan, int microbatches, double transfer) {
   std::vector<bool> has_backward;
-  std::vector<double> fwd, bwd;
   for (const StagePlan& s : plan.stages) {
     has_backward.push_back(s.backward > 0);
-    fwd.push_back(s.forward);
-    bwd.push_back(s.backward);
     plan.bottleneck = std::max(plan.bottleneck, s.forward + s.backward);
   }
   plan.graph = MakeStageGraph(plan.encoder_stages, plan.llm_stages, has_backward);
   plan.schedule = AddSendRecv(plan.graph, Generate1F1B(plan.graph, microbatches));
   ValidateSchedule(plan.graph, plan.schedule, microbatches);
-  plan.timeline = Simulate(plan.graph, plan.schedule, fwd, bwd, transfer);
+  plan.timeline = SimulatePlan(plan, transfer);
 }
 
 // Every encoder on the first stage, ahead of its share of the LLM: one chain of stages.
@@ -178,9 +182,7 @@ PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const s
   if (!config.parallel.schedule_file.empty()) {
     // The placement was chosen under 1F1B; the file replaces the order the stages run it in.
     plan.schedule = LoadScheduleFile(config.parallel.schedule_file, plan.graph, MicrobatchesPerStep(config));
-    std::vector<double> fwd, bwd;
-    for (const StagePlan& s : plan.stages) fwd.push_back(s.forward), bwd.push_back(s.backward);
-    plan.timeline = Simulate(plan.graph, plan.schedule, fwd, bwd, 0.0);
+    plan.timeline = SimulatePlan(plan, 0.0);
   }
   return plan;
 }

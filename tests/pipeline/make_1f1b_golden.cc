@@ -14,6 +14,7 @@
 //   bazel run --jobs=1 //tests:make_1f1b_golden > tests/pipeline/testdata/1f1b_golden.txt
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,17 @@ int main() {
   }
   std::printf("\n");
   int cases = 0;
+  // The line of every valid case of (graph, microbatch counts).
+  auto emit = [&](const std::vector<int>& enc, int llm, const std::vector<bool>& backward,
+                  std::initializer_list<int> microbatches) {
+    const StageGraph g = MakeStageGraph(enc, llm, backward);
+    for (int m : microbatches) {
+      Schedule s;
+      if (!Generate(g, m, s)) continue;
+      std::printf("%s fnv1a64=%s\n", GoldenKey(enc, llm, backward, m).c_str(), Fnv1a64(FormatSchedule(s)).c_str());
+      ++cases;
+    }
+  };
   for (int chains = 0; chains <= 3; ++chains) {
     for (int lengths = 0; lengths < (1 << chains); ++lengths) {  // bit c set: chain c has 2 stages, else 1
       std::vector<int> enc;
@@ -79,13 +91,7 @@ int main() {
         for (int pattern = 0; pattern < (1 << (stages - 1)); ++pattern) {  // bit s: stage s trains; the loss does
           std::vector<bool> backward(stages, true);
           for (int s = 0; s + 1 < stages; ++s) backward[s] = pattern >> s & 1;
-          const StageGraph g = MakeStageGraph(enc, llm, backward);
-          for (int m : {1, 2, 3, 4, 7}) {
-            Schedule s;
-            if (!Generate(g, m, s)) continue;
-            std::printf("%s fnv1a64=%s\n", GoldenKey(enc, llm, backward, m).c_str(), Fnv1a64(FormatSchedule(s)).c_str());
-            ++cases;
-          }
+          emit(enc, llm, backward, {1, 2, 3, 4, 7});
         }
       }
     }
@@ -110,15 +116,7 @@ int main() {
           patterns.emplace_back(stages, true);
           patterns.back()[0] = false;
         }
-        for (const std::vector<bool>& backward : patterns) {
-          const StageGraph g = MakeStageGraph(enc, llm, backward);
-          for (int m : {1, 2, 4, 8, 16}) {
-            Schedule s;
-            if (!Generate(g, m, s)) continue;
-            std::printf("%s fnv1a64=%s\n", GoldenKey(enc, llm, backward, m).c_str(), Fnv1a64(FormatSchedule(s)).c_str());
-            ++cases;
-          }
-        }
+        for (const std::vector<bool>& backward : patterns) emit(enc, llm, backward, {1, 2, 4, 8, 16});
       }
     }
   }

@@ -20,6 +20,12 @@ args() {  # args NAME [ARGS...]: the trainer's arguments for run NAME, in ARGS
     --set logging.metrics_path="$dir/$name.jsonl" "$@")
 }
 run() { mpirun --oversubscribe -np 2 "$train" "$@"; }
+wait_lines() {  # wait_lines FILE N: until FILE has N lines (at most a minute)
+  for _ in $(seq 1200); do
+    [ -e "$1" ] && [ "$(wc -l < "$1")" -ge "$2" ] && return
+    sleep 0.05
+  done
+}
 
 args full
 run "${ARGS[@]}" > "$dir/full.log" 2>&1 || { echo "FAIL: uninterrupted run"; cat "$dir/full.log"; exit 1; }
@@ -28,10 +34,7 @@ args stopped
 # mpirun itself (not a function, which would run in a subshell) so that $! is what the signal goes to.
 mpirun --oversubscribe -np 2 "$train" "${ARGS[@]}" > "$dir/stopped.log" 2>&1 &
 pid=$!
-for _ in $(seq 1200); do
-  [ -e "$dir/stopped.jsonl" ] && [ "$(wc -l < "$dir/stopped.jsonl")" -ge 5 ] && break
-  sleep 0.05
-done
+wait_lines "$dir/stopped.jsonl" 5
 kill -USR1 "$pid"
 status=0
 wait "$pid" || status=$?
@@ -58,10 +61,7 @@ fi
 args twice --set train.steps=100000 --set data.seq_len=384 --set model.llm.num_layers=6
 mpirun --oversubscribe -np 2 "$train" "${ARGS[@]}" > "$dir/twice.log" 2>&1 &
 pid=$!
-for _ in $(seq 1200); do
-  [ -e "$dir/twice.jsonl" ] && [ "$(wc -l < "$dir/twice.jsonl")" -ge 1 ] && break
-  sleep 0.05
-done
+wait_lines "$dir/twice.jsonl" 1
 kill -USR1 "$pid"
 sleep 0.2
 kill -USR1 "$pid"
