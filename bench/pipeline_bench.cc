@@ -20,6 +20,7 @@
 #include "cornstarch/train/executor.h"
 #include "cornstarch/plan/planner.h"
 #include "cornstarch/train/trainer.h"
+#include "bench/timing.h"
 #include "cornstarch/base/check.h"
 #include "cornstarch/base/logging.h"
 
@@ -144,11 +145,7 @@ double UnawareMakespan(const ModelSpec& spec, const std::vector<LayerCost>& cost
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 4, rounds = 3;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--steps") steps = std::stoi(argv[i + 1]);
-    if (std::string(argv[i]) == "--rounds") rounds = std::stoi(argv[i + 1]);
-  }
+  const int steps = bench::IntFlag(argc, argv, "--steps", 4), rounds = bench::IntFlag(argc, argv, "--rounds", 3);
   InitMpi(&argc, &argv);
   const LaunchEnv env = DetectLaunchEnv();
   InitLogging(env.rank, "warn");

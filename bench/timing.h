@@ -1,8 +1,9 @@
-// Wall-clock timing shared by the benchmarks.
+// Wall-clock timing and command-line flags shared by the benchmarks.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <string>
 
 namespace cornstarch::bench {
 
@@ -11,6 +12,14 @@ inline double Seconds(const std::function<void()>& f) {
   const auto start = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The value N of `name N` on the command line, or `fallback` when absent.
+inline int IntFlag(int argc, char** argv, const std::string& name, int fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (argv[i] == name) return std::stoi(argv[i + 1]);
+  }
+  return fallback;
 }
 
 }  // namespace cornstarch::bench

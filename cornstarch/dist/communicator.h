@@ -22,6 +22,9 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void Wait() = 0;
+  // Lets the operation advance without blocking. MPI moves a non-blocking collective along only inside MPI calls,
+  // so a rank busy computing calls this now and then to keep it going; NCCL needs nothing (the GPU does it).
+  virtual void Progress() {}
 };
 
 class Communicator {
@@ -39,12 +42,20 @@ class Communicator {
   virtual std::unique_ptr<Work> IRecv(at::Tensor& tensor, int src, int tag = 0) = 0;
 
   // In place over every rank's `tensor`.
-  virtual void AllReduce(at::Tensor& tensor, ReduceOp op) = 0;
+  void AllReduce(at::Tensor& tensor, ReduceOp op) { IAllReduce(tensor, op)->Wait(); }
   // `output` has size() * input.numel() elements: rank r's input lands in the r-th slice of dim 0.
-  virtual void AllGather(const at::Tensor& input, at::Tensor& output) = 0;
+  void AllGather(const at::Tensor& input, at::Tensor& output) { IAllGather(input, output)->Wait(); }
   // The inverse shape: `input` has size() * output.numel() elements, and rank r's `output` is the reduction over
   // every rank of the r-th slice of `input` (dim 0). What a sharded optimizer or sequence parallelism sums with.
-  virtual void ReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) = 0;
+  void ReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) {
+    IReduceScatter(input, output, op)->Wait();
+  }
+  // The same collectives started without waiting: the result is in place once the Work is waited for. Every rank
+  // starts a communicator's collectives in the same order; the blocking forms above are these plus Wait(), so a
+  // sum is bitwise the same whichever form computed it.
+  virtual std::unique_ptr<Work> IAllReduce(at::Tensor& tensor, ReduceOp op) = 0;
+  virtual std::unique_ptr<Work> IAllGather(const at::Tensor& input, at::Tensor& output) = 0;
+  virtual std::unique_ptr<Work> IReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) = 0;
   virtual void Broadcast(at::Tensor& tensor, int root) = 0;
   virtual void Barrier() = 0;
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -53,25 +54,44 @@ void WaitRequests(const MpiCommunicator& comm, MPI_Request* requests, int count,
 
 class MpiWork final : public Work {
  public:
-  MpiWork(const MpiCommunicator& comm, MPI_Request request, at::Tensor keep_alive, std::string op, int peer)
-      : comm_(comm), request_(request), tensor_(std::move(keep_alive)), op_(std::move(op)), peer_(peer) {}
+  // `keep_alive`: the buffers the operation reads or writes; `then`: what completes the result once MPI is done
+  // (an average's division, a copy out of a float buffer).
+  MpiWork(const MpiCommunicator& comm, MPI_Request request, std::vector<at::Tensor> keep_alive, std::string op,
+          int peer, std::function<void()> then = {})
+      : comm_(comm), request_(request), tensors_(std::move(keep_alive)), op_(std::move(op)), peer_(peer),
+        then_(std::move(then)) {}
   ~MpiWork() override {
     if (!done_) Wait();
   }
   void Wait() override {
     if (done_) return;
     WaitRequests(comm_, &request_, 1, op_, peer_);
-    done_ = true;
+    Complete();
+  }
+  void Progress() override {
+    if (done_) return;
+    int flag = 0;
+    MpiCheck(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), op_.c_str());
+    if (flag) Complete();
   }
 
  private:
   const MpiCommunicator& comm_;
   MPI_Request request_;
-  at::Tensor tensor_;
+  std::vector<at::Tensor> tensors_;
   std::string op_;
   int peer_;
+  std::function<void()> then_;
   bool done_ = false;
+
+  void Complete() {
+    done_ = true;
+    if (then_) then_();
+  }
 };
+
+// Half types travel as float: MPI has no reduction for them.
+bool IsHalf(const at::Tensor& t) { return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16; }
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -152,8 +172,8 @@ class MpiCommunicator final : public Communicator {
     CheckPeer(dst);
     MPI_Request req;
     MpiCheck(MPI_Isend(tensor.data_ptr(), Count(tensor), MpiType(tensor), dst, tag, comm_, &req), "MPI_Isend");
-    return std::make_unique<MpiWork>(*this, req, tensor, "send to " + Peer(dst) + " (tag " + std::to_string(tag) + ")",
-                                     dst);
+    return std::make_unique<MpiWork>(*this, req, std::vector<at::Tensor>{tensor},
+                                     "send to " + Peer(dst) + " (tag " + std::to_string(tag) + ")", dst);
   }
 
   std::unique_ptr<Work> IRecv(at::Tensor& tensor, int src, int tag) override {
@@ -161,27 +181,24 @@ class MpiCommunicator final : public Communicator {
     CheckPeer(src);
     MPI_Request req;
     MpiCheck(MPI_Irecv(tensor.data_ptr(), Count(tensor), MpiType(tensor), src, tag, comm_, &req), "MPI_Irecv");
-    return std::make_unique<MpiWork>(*this, req, tensor,
+    return std::make_unique<MpiWork>(*this, req, std::vector<at::Tensor>{tensor},
                                      "recv from " + Peer(src) + " (tag " + std::to_string(tag) + ")", src);
   }
 
-  void AllReduce(at::Tensor& tensor, ReduceOp op) override {
+  std::unique_ptr<Work> IAllReduce(at::Tensor& tensor, ReduceOp op) override {
     CheckCpuContiguous(tensor, "allreduce");
-    const bool half = tensor.scalar_type() == at::kHalf || tensor.scalar_type() == at::kBFloat16;
-    at::Tensor buffer = half ? tensor.to(at::kFloat) : tensor;
+    at::Tensor buffer = IsHalf(tensor) ? tensor.to(at::kFloat) : tensor;
     if (op == ReduceOp::kAvg) {
       CS_CHECK(at::isFloatingType(buffer.scalar_type()), "allreduce avg needs a floating tensor");
     }
     MPI_Request req;
-    MpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), Count(buffer), MpiType(buffer),
-                            op == ReduceOp::kMax ? MPI_MAX : MPI_SUM, comm_, &req),
+    MpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), Count(buffer), MpiType(buffer), MpiOp(op), comm_, &req),
              "MPI_Iallreduce");
-    WaitRequests(*this, &req, 1, "allreduce");
-    if (op == ReduceOp::kAvg) buffer.div_(size_);
-    if (half) tensor.copy_(buffer);
+    return std::make_unique<MpiWork>(*this, req, std::vector<at::Tensor>{tensor, buffer}, "allreduce", -1,
+                                     Finish(op, buffer, tensor));
   }
 
-  void AllGather(const at::Tensor& input, at::Tensor& output) override {
+  std::unique_ptr<Work> IAllGather(const at::Tensor& input, at::Tensor& output) override {
     CheckCpuContiguous(input, "allgather");
     CheckCpuContiguous(output, "allgather");
     CS_CHECK(output.numel() == input.numel() * size_ && output.scalar_type() == input.scalar_type(),
@@ -190,26 +207,24 @@ class MpiCommunicator final : public Communicator {
     MpiCheck(MPI_Iallgather(input.data_ptr(), Count(input), MpiType(input), output.data_ptr(), Count(input),
                             MpiType(input), comm_, &req),
              "MPI_Iallgather");
-    WaitRequests(*this, &req, 1, "allgather");
+    return std::make_unique<MpiWork>(*this, req, std::vector<at::Tensor>{input, output}, "allgather", -1);
   }
 
-  void ReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) override {
+  std::unique_ptr<Work> IReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) override {
     CheckCpuContiguous(input, "reducescatter");
     CheckCpuContiguous(output, "reducescatter");
     CS_CHECK(input.numel() == output.numel() * size_ && output.scalar_type() == input.scalar_type(),
              "reducescatter input must hold ", size_, " x ", output.numel(), " elements of the output's dtype");
-    // Half types are reduced in float, as AllReduce does.
-    const bool half = input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16;
-    const at::Tensor in = half ? input.to(at::kFloat) : input;
-    at::Tensor out = half ? at::empty(output.sizes(), output.options().dtype(at::kFloat)) : output;
-    if (op == ReduceOp::kAvg) CS_CHECK(at::isFloatingType(out.scalar_type()), "reducescatter avg needs a floating tensor");
+    const at::Tensor in = IsHalf(input) ? input.to(at::kFloat) : input;
+    at::Tensor out = IsHalf(output) ? at::empty(output.sizes(), output.options().dtype(at::kFloat)) : output;
+    if (op == ReduceOp::kAvg) {
+      CS_CHECK(at::isFloatingType(out.scalar_type()), "reducescatter avg needs a floating tensor");
+    }
     MPI_Request req;
-    MpiCheck(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), Count(out), MpiType(out),
-                                       op == ReduceOp::kMax ? MPI_MAX : MPI_SUM, comm_, &req),
+    MpiCheck(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), Count(out), MpiType(out), MpiOp(op), comm_, &req),
              "MPI_Ireduce_scatter_block");
-    WaitRequests(*this, &req, 1, "reducescatter");
-    if (op == ReduceOp::kAvg) out.div_(size_);
-    if (half) output.copy_(out);
+    return std::make_unique<MpiWork>(*this, req, std::vector<at::Tensor>{in, out, output}, "reducescatter", -1,
+                                     Finish(op, out, output));
   }
 
   void Broadcast(at::Tensor& tensor, int root) override {
@@ -241,6 +256,17 @@ class MpiCommunicator final : public Communicator {
   // "world rank 3 (rank 1 of 'pp')": how a peer is named in messages.
   std::string Peer(int rank) const {
     return "world rank " + std::to_string(world_of(rank)) + " (rank " + std::to_string(rank) + " of '" + name_ + "')";
+  }
+  static MPI_Op MpiOp(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
+  // What turns a reduction's `buffer` into the caller's `result`: the division of an average, the copy back of a
+  // half tensor reduced in float.
+  std::function<void()> Finish(ReduceOp op, at::Tensor buffer, at::Tensor result) const {
+    const bool avg = op == ReduceOp::kAvg, copy = !buffer.is_same(result);
+    if (!avg && !copy) return {};
+    return [=, size = size_]() mutable {
+      if (avg) buffer.div_(size);
+      if (copy) result.copy_(buffer);
+    };
   }
   void CheckPeer(int peer) const {
     CS_CHECK(peer >= 0 && peer < size_, name_, ": rank ", peer, " outside a group of ", size_);

@@ -56,8 +56,8 @@ void WaitEvent(NcclCommunicator& comm, cudaEvent_t event, const std::string& op)
 
 class NcclWork final : public Work {
  public:
-  NcclWork(NcclCommunicator& comm, cudaEvent_t event, at::Tensor keep_alive, std::string op)
-      : comm_(comm), event_(event), tensor_(std::move(keep_alive)), op_(std::move(op)) {}
+  NcclWork(NcclCommunicator& comm, cudaEvent_t event, std::vector<at::Tensor> keep_alive, std::string op)
+      : comm_(comm), event_(event), tensors_(std::move(keep_alive)), op_(std::move(op)) {}
   ~NcclWork() override {
     if (!done_) Wait();
     cudaEventDestroy(event_);
@@ -71,7 +71,7 @@ class NcclWork final : public Work {
  private:
   NcclCommunicator& comm_;
   cudaEvent_t event_;
-  at::Tensor tensor_;
+  std::vector<at::Tensor> tensors_;
   std::string op_;
   bool done_ = false;
 };
@@ -110,27 +110,25 @@ class NcclCommunicator final : public Communicator {
     return Record(t, "recv from rank " + std::to_string(src));
   }
 
-  void AllReduce(at::Tensor& t, ReduceOp op) override {
+  std::unique_ptr<Work> IAllReduce(at::Tensor& t, ReduceOp op) override {
     Check(t, "allreduce");
-    const ncclRedOp_t red = op == ReduceOp::kSum ? ncclSum : op == ReduceOp::kAvg ? ncclAvg : ncclMax;
-    CS_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), Type(t), red, comm_, stream_));
-    Record(t, "allreduce")->Wait();
+    CS_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), Type(t), Op(op), comm_, stream_));
+    return Record(t, "allreduce");
   }
-  void AllGather(const at::Tensor& input, at::Tensor& output) override {
+  std::unique_ptr<Work> IAllGather(const at::Tensor& input, at::Tensor& output) override {
     Check(input, "allgather");
     Check(output, "allgather");
     CS_CHECK(output.numel() == input.numel() * size_, "allgather output must hold ", size_, " x ", input.numel());
     CS_NCCL_CHECK(ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), Type(input), comm_, stream_));
-    Record(output, "allgather")->Wait();
+    return Record(output, "allgather");
   }
-  void ReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) override {
+  std::unique_ptr<Work> IReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp op) override {
     Check(input, "reducescatter");
     Check(output, "reducescatter");
     CS_CHECK(input.numel() == output.numel() * size_, "reducescatter input must hold ", size_, " x ", output.numel());
-    const ncclRedOp_t red = op == ReduceOp::kSum ? ncclSum : op == ReduceOp::kAvg ? ncclAvg : ncclMax;
     CS_NCCL_CHECK(
-        ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), Type(input), red, comm_, stream_));
-    Record(output, "reducescatter")->Wait();
+        ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(), Type(input), Op(op), comm_, stream_));
+    return Record(output, "reducescatter", input);
   }
   void Broadcast(at::Tensor& t, int root) override {
     Check(t, "broadcast");
@@ -139,7 +137,7 @@ class NcclCommunicator final : public Communicator {
   }
   void Barrier() override {
     at::Tensor one = at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device_));
-    AllReduce(one, ReduceOp::kSum);
+    IAllReduce(one, ReduceOp::kSum)->Wait();
   }
   std::unique_ptr<Communicator> Split(int color, int key, const std::string& name) override {
     ncclComm_t sub = nullptr;
@@ -158,12 +156,16 @@ class NcclCommunicator final : public Communicator {
     CS_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
     CS_CUDA_CHECK(cudaEventDestroy(ready));
   }
+  static ncclRedOp_t Op(ReduceOp op) {
+    return op == ReduceOp::kSum ? ncclSum : op == ReduceOp::kAvg ? ncclAvg : ncclMax;
+  }
   static ncclDataType_t Type(const at::Tensor& t) { return static_cast<ncclDataType_t>(NcclDataType(t.scalar_type())); }
-  std::unique_ptr<Work> Record(const at::Tensor& t, std::string op) {
+  // `t` and `also` stay alive until the operation completes (the caller may drop its references first).
+  std::unique_ptr<Work> Record(const at::Tensor& t, std::string op, const at::Tensor& also = {}) {
     cudaEvent_t event;
     CS_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     CS_CUDA_CHECK(cudaEventRecord(event, stream_));
-    return std::make_unique<NcclWork>(*this, event, t, std::move(op));
+    return std::make_unique<NcclWork>(*this, event, std::vector<at::Tensor>{t, also}, std::move(op));
   }
 
   ncclComm_t comm_;

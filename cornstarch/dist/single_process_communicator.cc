@@ -5,6 +5,11 @@ namespace cornstarch {
 
 namespace {
 
+class DoneWork final : public Work {
+ public:
+  void Wait() override {}
+};
+
 class SingleProcessCommunicator final : public Communicator {
  public:
   explicit SingleProcessCommunicator(std::string name) : name_(std::move(name)) {}
@@ -18,16 +23,12 @@ class SingleProcessCommunicator final : public Communicator {
   std::unique_ptr<Work> ISend(const at::Tensor&, int dst, int) override { NoPeer("isend to", dst); }
   std::unique_ptr<Work> IRecv(at::Tensor&, int src, int) override { NoPeer("irecv from", src); }
 
-  void AllReduce(at::Tensor&, ReduceOp) override {}
-  void AllGather(const at::Tensor& input, at::Tensor& output) override {
-    CS_CHECK(output.numel() == input.numel(), "allgather output has ", output.numel(), " elements for ",
-             input.numel());
-    output.view(input.sizes()).copy_(input);
+  std::unique_ptr<Work> IAllReduce(at::Tensor&, ReduceOp) override { return std::make_unique<DoneWork>(); }
+  std::unique_ptr<Work> IAllGather(const at::Tensor& input, at::Tensor& output) override {
+    return Copy(input, output, "allgather");
   }
-  void ReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp) override {
-    CS_CHECK(output.numel() == input.numel(), "reducescatter output has ", output.numel(), " elements for ",
-             input.numel());
-    output.view(input.sizes()).copy_(input);
+  std::unique_ptr<Work> IReduceScatter(const at::Tensor& input, at::Tensor& output, ReduceOp) override {
+    return Copy(input, output, "reducescatter");
   }
   void Broadcast(at::Tensor&, int root) override { CS_CHECK(root == 0, "broadcast root ", root, " of 1 rank"); }
   void Barrier() override {}
@@ -36,6 +37,12 @@ class SingleProcessCommunicator final : public Communicator {
   }
 
  private:
+  // A group of one gathers or scatters its own tensor.
+  static std::unique_ptr<Work> Copy(const at::Tensor& input, at::Tensor& output, const char* op) {
+    CS_CHECK(output.numel() == input.numel(), op, " output has ", output.numel(), " elements for ", input.numel());
+    output.view(input.sizes()).copy_(input);
+    return std::make_unique<DoneWork>();
+  }
   [[noreturn]] void NoPeer(const char* what, int peer) {
     CS_CHECK(false, name_, ": ", what, " rank ", peer, " in a single-process communicator");
     __builtin_unreachable();

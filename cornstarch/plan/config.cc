@@ -402,6 +402,7 @@ void Validate(const Config& c) {
   RequirePositive("parallel.dp", c.parallel.dp);
   RequirePositive("parallel.cp_block", c.parallel.cp_block);
   RequirePositive("parallel.timeout_seconds", c.parallel.timeout_seconds);
+  RequirePositive("parallel.grad_bucket_mib", c.parallel.grad_bucket_mib);
 
   const TrainConfig& t = c.train;
   RequirePositive("train.steps", t.steps);

@@ -193,6 +193,8 @@ struct ParallelConfig {
   int64_t cp_block = 128;
   double timeout_seconds = 300.0;
   std::string schedule_file;
+  bool overlap_grad_sync = true;
+  double grad_bucket_mib = 25;
 
   template <class F>
   void Fields(F&& f) {
@@ -216,6 +218,12 @@ struct ParallelConfig {
                                       "must fit the planned stages and microbatches. Empty: 1F1B.");
     f("timeout_seconds", timeout_seconds, "A communication that does not complete within this many seconds "
                                           "reports the stuck rank and operation and aborts the job.");
+    f("overlap_grad_sync", overlap_grad_sync, "Sum gradient buckets over dp while the last backward still runs "
+                                              "(each bucket as soon as its gradients are complete). The sums are "
+                                              "bitwise those of synchronising after backward.");
+    f("grad_bucket_mib", grad_bucket_mib, "Gradients are summed over dp in buckets of at most this many MiB (a "
+                                          "larger parameter gets a bucket of its own): fewer, larger calls vs. "
+                                          "an earlier start under backward.");
   }
 };
 
@@ -228,6 +236,7 @@ struct OptimizerConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.01;
+  bool shard = false;
 
   template <class F>
   void Fields(F&& f) {
@@ -239,6 +248,9 @@ struct OptimizerConfig {
     f("beta2", beta2, "AdamW second-moment decay.");
     f("eps", eps, "AdamW denominator epsilon.");
     f("weight_decay", weight_decay, "Decoupled weight decay, applied to matrices only (not norms or biases).");
+    f("shard", shard, "Shard the AdamW state over the dp replicas (ZeRO-1): gradients are reduce-scattered, each "
+                      "replica updates its 1/dp of every gradient bucket, and the updated slices are all-gathered. "
+                      "Optimizer memory per rank falls by ~dp; no effect when dp = 1.");
   }
 };
 

@@ -47,8 +47,6 @@ nlohmann::json ReadJson(const std::string& path) {
   }
 }
 
-std::string ShardName(int stage) { return "stage-" + std::to_string(stage); }
-
 // Filesystem failures are the user's to fix (permissions, space): report them as Error with the path.
 template <class F>
 void Fs(const std::string& what, F&& f) {
@@ -62,6 +60,10 @@ void Fs(const std::string& what, F&& f) {
 }  // namespace
 
 std::string CheckpointDirName(int64_t step) { return fmt::format("step-{:08d}", step); }
+
+std::string ShardName(int stage, int dp) {
+  return "stage-" + std::to_string(stage) + (dp > 0 ? "-dp-" + std::to_string(dp) : "");
+}
 
 std::vector<int64_t> CompleteCheckpoints(const std::string& dir) {
   std::vector<int64_t> steps;
@@ -87,7 +89,8 @@ std::string ResolveResume(const CheckpointConfig& c) {
 }
 
 void SaveCheckpoint(const Config& config, DistRuntime& runtime, int64_t step, int64_t optimizer_step,
-                    const NamedTensors& shard, bool writer) {
+                    const NamedTensors& shard, const std::string& shard_name,
+                    const std::vector<std::string>& shard_names) {
   const CheckpointConfig& c = config.checkpoint;
   const fs::path final_dir = fs::path(c.dir) / CheckpointDirName(step);
   const fs::path tmp = final_dir.string() + ".tmp";
@@ -101,23 +104,21 @@ void SaveCheckpoint(const Config& config, DistRuntime& runtime, int64_t step, in
     });
   }
   world.Barrier();
-  if (writer) {
-    const int stage = runtime.coord().pp;
-    const std::string file = (tmp / (ShardName(stage) + ".safetensors")).string();
+  if (!shard_name.empty()) {
+    const std::string file = (tmp / (shard_name + ".safetensors")).string();
     WriteSafetensors(file, shard, {{"step", std::to_string(step)}});
     nlohmann::json names = nlohmann::json::array();
     for (const auto& [name, t] : shard) names.push_back(name);
-    const nlohmann::json sidecar = {{"file", ShardName(stage) + ".safetensors"},
+    const nlohmann::json sidecar = {{"file", shard_name + ".safetensors"},
                                     {"bytes", fs::file_size(file)},
                                     {"fnv1a64", FileChecksum(file)},
                                     {"tensors", names}};
-    WriteFileAtomically((tmp / (ShardName(stage) + ".json")).string(), sidecar.dump(1) + "\n");
+    WriteFileAtomically((tmp / (shard_name + ".json")).string(), sidecar.dump(1) + "\n");
   }
   world.Barrier();
   if (lead) {
     const ParallelDims& d = runtime.dims();
-    nlohmann::json shards = nlohmann::json::array();
-    for (int s = 0; s < d.degree(Axis::kPP); ++s) shards.push_back(ShardName(s));
+    const nlohmann::json shards = shard_names;
     const nlohmann::json manifest = {
         {"format", kFormat},
         {"version", kVersion},
@@ -166,7 +167,16 @@ CheckpointReader::CheckpointReader(const std::string& dir, const Config& config)
       const nlohmann::json s = ReadJson(sidecar_path);
       const std::string file = s.at("file").get<std::string>();
       expected_[file] = {s.at("bytes").get<uint64_t>(), s.at("fnv1a64").get<std::string>()};
-      for (const auto& name : s.at("tensors")) file_of_[name.get<std::string>()] = file;
+      for (const auto& entry : s.at("tensors")) {
+        const std::string name = entry.get<std::string>();
+        file_of_[name] = file;
+        // A piece "<tensor>[begin:end]" of a sharded optimizer's state.
+        static const std::regex piece(R"((.+)\[([0-9]+):([0-9]+)\])");
+        std::smatch m;
+        if (std::regex_match(name, m, piece)) {
+          pieces_[m[1].str()].push_back({std::stoll(m[2].str()), std::stoll(m[3].str()), name});
+        }
+      }
     }
   } catch (const nlohmann::json::exception& e) {
     throw Error(manifest_path + ": missing or mistyped field: " + e.what());
@@ -195,20 +205,62 @@ const SafetensorsFile& CheckpointReader::Shard(const std::string& file) {
   return *open;
 }
 
+at::Tensor CheckpointReader::Get(const std::string& name) { return Shard(file_of_.at(name)).Get(name); }
+
 void CheckpointReader::Read(const std::string& name, const at::Tensor& into) {
-  const auto it = file_of_.find(name);
-  if (it == file_of_.end()) {
+  if (file_of_.count(name)) {
+    const at::Tensor t = Get(name);
+    if (t.sizes() != into.sizes() || t.scalar_type() != into.scalar_type()) {
+      throw Error(Shard(file_of_.at(name)).path() + ": tensor '" + name + "' is " +
+                  std::string(c10::toString(t.scalar_type())) + " " + c10::str(t.sizes()) + ", the model needs " +
+                  std::string(c10::toString(into.scalar_type())) + " " + c10::str(into.sizes()));
+    }
+    at::NoGradGuard no_grad;
+    into.copy_(t);
+    return;
+  }
+  ReadRange(name, into.numel(), 0, into);
+}
+
+void CheckpointReader::ReadRange(const std::string& name, int64_t numel, int64_t begin, const at::Tensor& into) {
+  at::NoGradGuard no_grad;
+  const int64_t n = into.numel();
+  CS_CHECK(begin >= 0 && begin + n <= numel, "range [", begin, ", ", begin + n, ") of ", numel, " elements");
+  // Each stored piece: its element range and tensor name (a whole tensor is the piece [0, numel)).
+  std::vector<Piece> pieces;
+  if (file_of_.count(name)) {
+    pieces.push_back({0, Get(name).numel(), name});
+  } else if (pieces_.count(name)) {
+    pieces = pieces_.at(name);
+  } else {
     throw Error(dir_ + ": no tensor '" + name + "' (was the checkpoint saved from a different model?)");
   }
-  const SafetensorsFile& shard = Shard(it->second);
-  const at::Tensor t = shard.Get(name);
-  if (t.sizes() != into.sizes() || t.scalar_type() != into.scalar_type()) {
-    throw Error(shard.path() + ": tensor '" + name + "' is " + std::string(c10::toString(t.scalar_type())) + " " +
-                c10::str(t.sizes()) + ", the model needs " + std::string(c10::toString(into.scalar_type())) + " " +
-                c10::str(into.sizes()));
+  int64_t end = 0;
+  for (const Piece& p : pieces) end = std::max(end, p.end);
+  if (end != numel) {
+    throw Error(dir_ + ": tensor '" + name + "' has " + std::to_string(end) + " elements, the model needs " +
+                std::to_string(numel));
   }
-  at::NoGradGuard no_grad;
-  into.copy_(t);
+  // The pieces of different dp ranks tile the tensor: copy the overlap of each with the wanted range.
+  at::Tensor flat = into.view({-1});
+  int64_t covered = 0;
+  for (const Piece& p : pieces) {
+    const int64_t from = std::max(begin, p.begin), to = std::min(begin + n, p.end);
+    if (from >= to) continue;
+    const at::Tensor t = Get(p.name);
+    if (t.numel() != p.end - p.begin || t.scalar_type() != into.scalar_type()) {
+      throw Error(Shard(file_of_.at(p.name)).path() + ": piece '" + p.name + "' is " +
+                  std::string(c10::toString(t.scalar_type())) + " " + c10::str(t.sizes()) + ", expected " +
+                  std::to_string(p.end - p.begin) + " " + std::string(c10::toString(into.scalar_type())) +
+                  " elements");
+    }
+    flat.narrow(0, from - begin, to - from).copy_(t.reshape({-1}).narrow(0, from - p.begin, to - from));
+    covered += to - from;
+  }
+  if (covered != n) {
+    throw Error(dir_ + ": the checkpoint's pieces of '" + name + "' do not cover elements [" + std::to_string(begin) +
+                ", " + std::to_string(begin + n) + ")");
+  }
 }
 
 }  // namespace cornstarch

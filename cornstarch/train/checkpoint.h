@@ -1,13 +1,16 @@
-// Checkpoints. <checkpoint.dir>/step-NNNNNNNN/ holds one safetensors shard per pipeline stage, written by the
-// stage's first data-parallel rank: its parameters as "model.<name>" and the AdamW moments of the trainable ones
-// as "exp_avg.<name>" / "exp_avg_sq.<name>"; next to each shard a sidecar with its size, checksum and tensor
-// names; and manifest.json (step, optimizer step, samples consumed, layout, seed and batch size), written last.
+// Checkpoints. <checkpoint.dir>/step-NNNNNNNN/ holds safetensors shards: per pipeline stage, "stage-<s>" written
+// by the stage's first data- and context-parallel rank with its parameters as "model.<name>" and its AdamW
+// moments as "exp_avg.<name>" / "exp_avg_sq.<name>"; with a sharded optimizer every dp rank of the stage holds a
+// slice of the moments and writes it ("stage-<s>-dp-<r>" for r > 0) as pieces "exp_avg.<name>[begin:end]" (flat
+// element range of the parameter). Next to each shard a sidecar with its size, checksum and tensor names; and
+// manifest.json (step, optimizer step, samples consumed, layout, seed and batch size, the shards), written last.
 // The directory is assembled under a ".tmp" name and renamed once complete, so a job killed while saving never
 // leaves a directory that looks complete. Training draws no random numbers after initialisation (samples are a
 // function of (seed, index)), so step and samples consumed are the whole data and RNG position.
 //
-// Tensors are looked up by name, not by rank, so a checkpoint resumes on another pp/dp layout (re-sharding);
-// seed and global batch size must match, and every tensor's shape must.
+// Tensors are looked up by name and element range, not by rank, so a checkpoint resumes on another pp/dp layout
+// and with or without a sharded optimizer (re-sharding); seed and global batch size must match, and every
+// tensor's shape must.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -39,10 +42,15 @@ std::vector<int64_t> CompleteCheckpoints(const std::string& dir);
 // checkpoint.dir (Error when there is none), anything else is taken as the directory.
 std::string ResolveResume(const CheckpointConfig& checkpoint);
 
-// Collective over the world: saves step `step`. `shard` is this rank's stage shard, written when `writer`.
-// Afterwards deletes all but the newest checkpoint.keep_last complete checkpoints.
+// The shard file (without extension) that dp rank `dp` of stage `stage` writes: "stage-<s>", "stage-<s>-dp-<r>".
+std::string ShardName(int stage, int dp);
+
+// Collective over the world: saves step `step`. `shard` is what this rank writes as shard `shard_name` (nothing
+// when the name is empty); `shard_names` are all the shards the checkpoint consists of. Afterwards deletes all
+// but the newest checkpoint.keep_last complete checkpoints.
 void SaveCheckpoint(const Config& config, DistRuntime& runtime, int64_t step, int64_t optimizer_step,
-                    const NamedTensors& shard, bool writer);
+                    const NamedTensors& shard, const std::string& shard_name,
+                    const std::vector<std::string>& shard_names);
 
 class CheckpointReader {
  public:
@@ -54,16 +62,25 @@ class CheckpointReader {
   int64_t step() const { return step_; }
   int64_t optimizer_step() const { return optimizer_step_; }
 
-  // Copies tensor `name` into `into`. The shard's size and checksum are verified on its first use; a missing
-  // tensor, a shape mismatch or a corrupt shard throws Error naming the file and tensor.
+  // Copies tensor `name` into `into` (same shape). The shard's size and checksum are verified on its first use; a
+  // missing tensor, a shape mismatch or a corrupt shard throws Error naming the file and tensor.
   void Read(const std::string& name, const at::Tensor& into);
+  // Copies elements [begin, begin + into.numel()) of tensor `name`, flattened, into `into`; the tensor must have
+  // `numel` elements. Assembled from whichever pieces hold them: a whole tensor or "[begin:end]" pieces.
+  void ReadRange(const std::string& name, int64_t numel, int64_t begin, const at::Tensor& into);
 
  private:
+  struct Piece {
+    int64_t begin, end;
+    std::string name;
+  };
   const SafetensorsFile& Shard(const std::string& file);
+  at::Tensor Get(const std::string& name);
 
   std::string dir_;
   int64_t step_ = 0, optimizer_step_ = 0;
   std::map<std::string, std::string> file_of_;  // tensor name -> shard file
+  std::map<std::string, std::vector<Piece>> pieces_;  // "exp_avg.<name>" -> its "[begin:end]" pieces
   std::map<std::string, std::pair<uint64_t, std::string>> expected_;  // shard file -> (bytes, checksum)
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
 };

@@ -1,6 +1,7 @@
-// This rank's training state on disk. A checkpoint shard holds the stage's parameters ("model.<name>") and the
-// AdamW moments of the trainable ones ("exp_avg.<name>", "exp_avg_sq.<name>"), written by the stage's first data-
-// and context-parallel rank and read back by name (train/checkpoint.h), so any layout resumes any other. At the
+// This rank's training state on disk. The stage's first data- and context-parallel rank writes its parameters
+// ("model.<name>") and, unsharded, the AdamW moments of the trainable ones ("exp_avg.<name>", "exp_avg_sq.<name>");
+// with a sharded optimizer each dp rank writes the slices of the moments it owns. Everything is read back by name
+// and element range (train/checkpoint.h), so any layout, sharded or not, resumes any other. At the
 // end the model can be exported in Hugging Face layout: every stage writes its shard, rank 0 the index
 // (io/hf_weights.h).
 #pragma once
@@ -32,8 +33,18 @@ class Checkpointer {
   void ExportHf();
 
  private:
-  NamedTensors Shard() const;
-  bool Writes() const;  // this rank writes its stage's shard
+  // A piece of the optimizer state this rank holds: elements [begin, begin + state.numel()) of tensor `name`,
+  // which has `numel` elements.
+  struct StatePiece {
+    std::string name;
+    int64_t begin;
+    at::Tensor state;
+    int64_t numel;
+    bool whole;  // all of the tensor
+  };
+  std::vector<StatePiece> OptimizerState() const;
+  bool WritesModel() const;  // this rank writes its stage's parameters
+  bool WritesState() const;  // this rank writes its optimizer state
 
   const Config& config_;
   DistRuntime& runtime_;

@@ -61,8 +61,9 @@ PipelineExecutor::InFlight& PipelineExecutor::Slot(int mb) {
   return *slot;
 }
 
-double PipelineExecutor::Step(const std::vector<Batch>& micro, double loss_scale) {
-  return Run(plan_.schedule[stage_], micro, loss_scale, true);
+double PipelineExecutor::Step(const std::vector<Batch>& micro, double loss_scale,
+                              const std::function<void()>& before_last_backward) {
+  return Run(plan_.schedule[stage_], micro, loss_scale, true, before_last_backward);
 }
 
 double PipelineExecutor::Evaluate(const std::vector<Batch>& micro) {
@@ -79,14 +80,20 @@ double PipelineExecutor::Evaluate(const std::vector<Batch>& micro) {
 }
 
 double PipelineExecutor::Run(const std::vector<Action>& actions, const std::vector<Batch>& micro, double loss_scale,
-                             bool timed) {
+                             bool timed, const std::function<void()>& before_last_backward) {
   using Clock = std::chrono::steady_clock;
   const auto begin = Clock::now();
   auto since = [&] { return std::chrono::duration<double>(Clock::now() - begin).count(); };
   if (timed) timings_.clear();
   loss_sum_ = 0;
   if (!micro.empty()) device_ = micro.front().input_ids.device();
-  for (const Action& a : actions) {
+  size_t last_backward = actions.size();
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (actions[i].type == ActionType::kBackward) last_backward = i;
+  }
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    if (i == last_backward && before_last_backward) before_last_backward();
     CS_CHECK(a.microbatch < static_cast<int>(micro.size()), "schedule needs microbatch ", a.microbatch, " of ",
              micro.size());
     const double start = since();

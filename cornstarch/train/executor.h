@@ -11,6 +11,7 @@
 
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -38,8 +39,10 @@ class PipelineExecutor {
 
   // Runs this stage's actions over the step's microbatches (plan's microbatch count); the gradient of
   // sum(token losses) / loss_scale accumulates into the stage's parameters. Returns the sum of the token losses
-  // on the last stage and 0 elsewhere.
-  double Step(const std::vector<Batch>& micro, double loss_scale);
+  // on the last stage and 0 elsewhere. `before_last_backward` (if set) runs just before the stage's last backward,
+  // whose gradients complete the step's: where overlapped gradient synchronisation arms itself.
+  double Step(const std::vector<Batch>& micro, double loss_scale,
+              const std::function<void()>& before_last_backward = {});
 
   // Forward passes only, without gradients: every stage runs its forwards of `micro` in order and passes them on
   // (the plan's stages, no backward anywhere). Returns the sum of the token losses on the last stage, 0 elsewhere.
@@ -56,7 +59,8 @@ class PipelineExecutor {
 
   InFlight& Slot(int mb);
   // `timed`: record timings() (training steps only: they are what traces show).
-  double Run(const std::vector<Action>& actions, const std::vector<Batch>& micro, double loss_scale, bool timed);
+  double Run(const std::vector<Action>& actions, const std::vector<Batch>& micro, double loss_scale, bool timed,
+             const std::function<void()>& before_last_backward = {});
   void Forward(int mb, const Batch& batch, double loss_scale);
   void Backward(int mb);
   void RecvActivation(int mb, int peer);

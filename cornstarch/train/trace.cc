@@ -24,6 +24,7 @@ const char* PhaseName(TracePhase phase) {
     case TracePhase::kData: return "data";
     case TracePhase::kGradSync: return "grad sync";
     case TracePhase::kOptimizer: return "optimizer";
+    case TracePhase::kBucketReduce: return "bucket reduction";
   }
   return "?";
 }
@@ -124,6 +125,8 @@ void TraceRecorder::Write(DistRuntime& runtime, const PipelinePlan& plan, const 
     const ParallelDims::Coord c = runtime.dims().CoordOf(r);
     trace.NameProcess(r, "rank " + std::to_string(r) + " (pp " + std::to_string(c.pp) + ", dp " +
                              std::to_string(c.dp) + ", cp " + std::to_string(c.cp) + ")");
+    trace.NameThread(r, 0, "step");
+    trace.NameThread(r, 1, "gradient buckets");
     for (int64_t i = 0; i < n; ++i) {
       const double* e = a + (r * n + i) * kFields;
       if (e[0] == -2) continue;
@@ -132,7 +135,9 @@ void TraceRecorder::Write(DistRuntime& runtime, const PipelinePlan& plan, const 
       const int64_t step = static_cast<int64_t>(e[5]);
       const double start = e[6], end = e[7];
       if (e[0] >= 0) {
-        trace.Span(PhaseName(static_cast<TracePhase>(static_cast<int>(e[0]))), "step", r, 0, start - origin,
+        // Bucket reductions run beside the computation: a track of their own.
+        const TracePhase phase = static_cast<TracePhase>(static_cast<int>(e[0]));
+        trace.Span(PhaseName(phase), "step", r, phase == TracePhase::kBucketReduce ? 1 : 0, start - origin,
                    end - start, {{"step", step}});
         continue;
       }

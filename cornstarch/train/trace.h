@@ -1,7 +1,8 @@
-// The measured execution as a Chrome-trace / Perfetto JSON for the whole job: every rank records its pipeline
-// actions (forward, backward, send, receive — a receive's span is its wait) and the data, gradient-sync and
-// optimizer phases of the traced steps; rank 0 gathers them into one file (one process per rank), and draws the
-// measured pipeline of the last traced step next to the planned one as an SVG. Timestamps are the node's
+// The measured execution as a Chrome-trace / Perfetto JSON for the whole job: every rank records its pipeline actions
+// (forward, backward, send, receive — a receive's span is its wait) and the data, gradient-sync and optimizer phases of
+// the traced steps, and each gradient bucket's reduction from its start (during the last backward when overlapped) to
+// when the step found it complete, on a track of its own; rank 0 gathers them into one file (one process per rank), and
+// draws the measured pipeline of the last traced step next to the planned one as an SVG. Timestamps are the node's
 // monotonic clock, shared by the ranks of a node (not aligned across nodes).
 #pragma once
 
@@ -15,7 +16,7 @@ namespace cornstarch {
 
 class DistRuntime;
 
-enum class TracePhase { kData, kGradSync, kOptimizer };
+enum class TracePhase { kData, kGradSync, kOptimizer, kBucketReduce };
 
 class TraceRecorder {
  public:

@@ -31,9 +31,6 @@ namespace cornstarch {
 
 namespace {
 
-// 25 MiB buckets, as PyTorch DDP: large enough to amortise the call, small enough to bound the extra memory.
-constexpr int64_t kBucketBytes = 25 << 20;
-
 std::unique_ptr<DistRuntime> SingleProcessRuntime(const Config& config) {
   return std::make_unique<DistRuntime>(config.parallel, LaunchEnv{}, nullptr, nullptr);
 }
@@ -80,8 +77,16 @@ void Trainer::Init() {
                                                  runtime_.group(Axis::kCP));
   data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed));
   if (config.eval.enabled()) eval_data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kEval);
-  optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), config.optimizer);
-  grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), kBucketBytes);
+  // With dp = 1 there is nothing to shard over.
+  const bool shard = config.optimizer.shard && dp.size() > 1;
+  const auto bucket_bytes = static_cast<int64_t>(config.parallel.grad_bucket_mib * (1 << 20));
+  grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), bucket_bytes, dp_nccl_ ? *dp_nccl_ : dp,
+                                          runtime_.group(Axis::kCP), shard, config.parallel.overlap_grad_sync);
+  optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), grad_sync_->slices(), config.optimizer);
+  if (runtime_.rank() == 0) {
+    spdlog::info("optimizer state: {:.2f} MiB on rank 0{}", optimizer_->state_bytes() / 1048576.0,
+                 shard ? " (sharded over " + std::to_string(dp.size()) + " dp ranks)" : "");
+  }
   checkpointer_ = std::make_unique<Checkpointer>(config_, runtime_, *model_, *optimizer_);
   step_ = resumed_at_ = checkpointer_->Restore();
   slicer_ = std::make_unique<MicrobatchSlicer>(config.train, dp.rank(), dp.size());
@@ -124,27 +129,30 @@ StepMetrics Trainer::Step() {
   m.tokens = static_cast<int64_t>(SumOver(dp, data.tokens));
 
   const double t1 = TraceRecorder::NowUs();
-  const double stage_loss = executor_->Step(data.micro, targets);  // 0 except on the last stage
+  // 0 except on the last stage. The gradient buckets start their sums during the last backward (overlap).
+  const double stage_loss = executor_->Step(data.micro, targets, [this] { grad_sync_->Arm(); });
   m.loss = SumOver(runtime_.world(), stage_loss) / targets;
 
   const double t2 = TraceRecorder::NowUs();
-  // The cp ranks of a replica computed the gradients of different tokens: they add up like dp replicas.
-  grad_sync_->AllReduceSum(dp_nccl_ ? *dp_nccl_ : dp);
-  grad_sync_->AllReduceSum(runtime_.group(Axis::kCP));
+  grad_sync_->Finish();
 
   const double t3 = TraceRecorder::NowUs();
-  // Each parameter lives on one stage, and after the sums every replica holds the same gradient: the global norm
-  // adds the stages' squared norms once.
-  const std::vector<torch::Tensor>& params = optimizer_->params();
-  m.grad_norm = std::sqrt(SumOver(runtime_.group(Axis::kPP), SquaredGradNorm(params)));
+  // Each parameter lives on one stage (and, sharded, each element on one replica): the global norm adds the
+  // stages' squared norms once.
+  const std::vector<torch::Tensor> grads = grad_sync_->grads();
+  m.grad_norm = std::sqrt(SumOver(runtime_.group(Axis::kPP), grad_sync_->SquaredNorm()));
   const double factor = ClipFactor(m.grad_norm, config_.train.grad_clip_norm);
-  if (factor < 1.0) ScaleGrads(params, factor);
-  optimizer_->Step(m.lr);
-  optimizer_->ZeroGrad();
+  if (factor < 1.0) ScaleGrads(grads, factor);
+  optimizer_->Step(m.lr, grads);
+  grad_sync_->GatherParams();
+  grad_sync_->ZeroGrad();
   if (traced) {
     trace_.Phase(TracePhase::kData, m.step, t0, t1);
     trace_.Actions(executor_->timings(), m.step, t1);
     trace_.Phase(TracePhase::kGradSync, m.step, t2, t3);
+    for (const auto& [launched, done] : grad_sync_->bucket_spans()) {
+      trace_.Phase(TracePhase::kBucketReduce, m.step, launched, done);
+    }
     trace_.Phase(TracePhase::kOptimizer, m.step, t3, TraceRecorder::NowUs());
   }
 

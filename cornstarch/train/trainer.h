@@ -60,6 +60,7 @@ class Trainer {
   const PipelinePlan& plan() const { return *plan_; }
   const PipelineExecutor& executor() const { return *executor_; }
   const AdamW& optimizer() const { return *optimizer_; }
+  const GradSync& grad_sync() const { return *grad_sync_; }
   int64_t step() const { return step_; }
 
  private:

@@ -72,6 +72,29 @@ TEST_CASE("reducescatter gives rank r the reduction of every rank's slice r", "[
   CHECK(at::allclose(avg, at::full({2}, (n - 1) / 2.0, at::kDouble)));
 }
 
+TEST_CASE("non-blocking collectives in flight together complete with the blocking forms' results", "[comm]") {
+  Communicator& w = World();
+  const int n = w.size(), r = w.rank();
+  // Three operations started before any is waited for, then waited in reverse order; the half tensor's result and
+  // the average's division arrive with Wait, not before.
+  at::Tensor sum = at::full({5}, r + 1, at::kBFloat16);
+  at::Tensor avg = at::full({3}, static_cast<double>(r), at::kDouble);
+  const at::Tensor in = at::arange(n * 2, at::kFloat) + static_cast<float>(r);
+  at::Tensor scattered = at::empty({2}, at::kFloat);
+  std::unique_ptr<Work> a = w.IAllReduce(sum, ReduceOp::kSum);
+  std::unique_ptr<Work> b = w.IAllReduce(avg, ReduceOp::kAvg);
+  std::unique_ptr<Work> c = w.IReduceScatter(in, scattered, ReduceOp::kSum);
+  c->Wait();
+  b->Wait();
+  a->Wait();
+  CHECK(at::equal(sum, at::full({5}, n * (n + 1) / 2, at::kBFloat16)));
+  CHECK(at::allclose(avg, at::full({3}, (n - 1) / 2.0, at::kDouble)));
+  CHECK(at::equal(scattered, at::arange(2, at::kFloat) * n + static_cast<float>(n * r * 2 + n * (n - 1) / 2)));
+  at::Tensor gathered = at::empty({n}, at::kLong);
+  w.IAllGather(at::full({1}, r * 10, at::kLong), gathered)->Wait();  // the input is held until completion
+  CHECK(at::equal(gathered, at::arange(n, at::kLong) * 10));
+}
+
 TEST_CASE("broadcast from the last rank reaches everyone", "[comm]") {
   Communicator& w = World();
   const int root = w.size() - 1;
