@@ -2,7 +2,7 @@
 
 Each folder under cornstarch/ is one Bazel package holding one library named after the folder, declared with
 `cornstarch_layer`. Its visibility is the layers above it and the packages outside the library (tools, benchmarks,
-tests): Bazel then refuses an upward dependency ("target ... is not visible"), and its check of each compile's
+fuzzing, tests): Bazel then refuses an upward dependency ("target ... is not visible"), and its check of each compile's
 included headers refuses an include of a header outside the declared dependencies. tools/check_layers.sh proves
 both.
 """
@@ -21,6 +21,7 @@ LAYERS = [
 
 OUTSIDE = [
     "//bench:__pkg__",
+    "//fuzz:__pkg__",
     "//tests:__subpackages__",
     "//tools:__pkg__",
 ]

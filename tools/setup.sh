@@ -16,6 +16,7 @@ PACKAGES=(
   sentencepiece          # spm_train/spm_encode: tokenizers for generated datasets, reference for the tests
   libjpeg62-turbo-dev libpng-dev libsndfile1-dev  # image and audio decoding
   catch2
+  clang                  # libFuzzer, AddressSanitizer and UBSan for tools/fuzz.sh
 )
 
 missing=()

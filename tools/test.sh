@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine (tools/setup.sh) and runs the whole test suite with Bazel.
-# Ends with one line "N passed, M failed" (test targets and the layering checks) and exits non-zero if anything failed or did not build.
+# Ends with one line "N passed, M failed" (test targets, the layering checks and the fuzz targets) and exits non-zero
+# if anything failed or did not build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +14,18 @@ rc=${PIPESTATUS[0]}
 bash tools/check_layers.sh 2>&1 | tee -a "$log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
 
-passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
-failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")
+# The pure layers' tests (no LibTorch) once more, under AddressSanitizer + UBSan.
+bazel test --config=sanitize //tests:config_test //tests:partitioner_test //tests:planner_test //tests:schedule_test \
+  //tests:cp_balancer_test 2>&1 | tee -a "$log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+
+# Every untrusted-file reader fuzzed under AddressSanitizer + UBSan (tools/fuzz.sh): its regression inputs and
+# seeds replayed, then FUZZ_SECONDS (60) of fuzzing; each target counts like a test.
+bash tools/fuzz.sh all "${FUZZ_SECONDS:-60}" 2>&1 | tee -a "$log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+
+passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED|^[a-z_]+: PASSED' "$log")
+failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)|^[a-z_]+: FAILED' "$log")
 if [[ $rc -ne 0 && $failed -eq 0 ]]; then
   failed=1  # the build itself failed before any test ran
 fi

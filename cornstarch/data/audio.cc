@@ -1,6 +1,5 @@
 #include "cornstarch/data/audio.h"
 
-#include <sndfile.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -32,45 +31,6 @@ double MelToHz(double mel) {
 }
 
 }  // namespace
-
-Audio ReadAudio(const std::string& path) {
-  SF_INFO info;
-  std::memset(&info, 0, sizeof info);
-  SNDFILE* file = sf_open(path.c_str(), SFM_READ, &info);
-  if (!file) throw Error(path + ": cannot read audio: " + sf_strerror(nullptr));
-  std::vector<float> interleaved(static_cast<size_t>(info.frames) * info.channels);
-  const sf_count_t read = sf_readf_float(file, interleaved.data(), info.frames);
-  const std::string error = sf_error(file) ? sf_strerror(file) : "";
-  sf_close(file);
-  if (!error.empty() || read != info.frames) {
-    throw Error(path + ": corrupt audio: read " + std::to_string(read) + " of " + std::to_string(info.frames) +
-                " frames" + (error.empty() ? "" : ": " + error));
-  }
-  Audio audio;
-  audio.sample_rate = info.samplerate;
-  audio.samples.resize(info.frames);
-  for (sf_count_t f = 0; f < info.frames; ++f) {
-    double sum = 0;
-    for (int c = 0; c < info.channels; ++c) sum += interleaved[f * info.channels + c];
-    audio.samples[f] = static_cast<float>(sum / info.channels);
-  }
-  return audio;
-}
-
-void WriteWav(const std::string& path, const Audio& audio) {
-  SF_INFO info;
-  std::memset(&info, 0, sizeof info);
-  info.samplerate = audio.sample_rate;
-  info.channels = 1;
-  info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
-  SNDFILE* file = sf_open(path.c_str(), SFM_WRITE, &info);
-  if (!file) throw Error(path + ": cannot write WAV: " + sf_strerror(nullptr));
-  const sf_count_t n = static_cast<sf_count_t>(audio.samples.size());
-  const sf_count_t written = sf_writef_float(file, audio.samples.data(), n);
-  sf_close(file);
-  if (written != n) throw Error(path + ": cannot write WAV: wrote " + std::to_string(written) + " of " +
-                                std::to_string(n) + " frames");
-}
 
 std::vector<float> Resample(const std::vector<float>& samples, int from_rate, int to_rate) {
   CS_CHECK(from_rate > 0 && to_rate > 0, "resample ", from_rate, " -> ", to_rate);

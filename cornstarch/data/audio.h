@@ -1,5 +1,5 @@
-// Audio for Whisper-style encoders: reading (WAV, FLAC, ... via libsndfile), resampling to 16 kHz, and the
-// log-mel features the encoder consumes.
+// Audio for Whisper-style encoders: resampling to 16 kHz and the log-mel features the encoder consumes (files are
+// read by data/audio_file.h).
 #pragma once
 
 #include <torch/types.h>
@@ -8,19 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "cornstarch/data/audio_file.h"
+
 namespace cornstarch {
-
-struct Audio {
-  int sample_rate = 0;
-  std::vector<float> samples;  // mono, in [-1, 1]
-};
-
-// Reads an audio file, averaging its channels to mono. Throws Error naming the file when it is missing or not
-// audio libsndfile can decode.
-Audio ReadAudio(const std::string& path);
-
-// Writes 16-bit PCM WAV. Used for generated datasets and test fixtures.
-void WriteWav(const std::string& path, const Audio& audio);
 
 // Band-limited resampling (Hann-windowed sinc, cut at the lower Nyquist frequency).
 std::vector<float> Resample(const std::vector<float>& samples, int from_rate, int to_rate);

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "cornstarch/base/check.h"
+#include "cornstarch/base/json.h"
 
 namespace cornstarch {
 
@@ -58,30 +61,25 @@ size_t Count(const std::string& text, const std::string& piece) {
 }  // namespace
 
 std::vector<ConversationSample> ReadConversations(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open the dataset file");
+  return ParseConversations(std::string((std::istreambuf_iterator<char>(in)), {}), path);
+}
+
+std::vector<ConversationSample> ParseConversations(const std::string& text, const std::string& path) {
   std::vector<ConversationSample> samples;
   if (EndsWith(path, ".jsonl")) {
+    std::istringstream lines(text);
     std::string line;
-    for (int64_t number = 1; std::getline(in, line); ++number) {
+    for (int64_t number = 1; std::getline(lines, line); ++number) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const std::string where = path + ":" + std::to_string(number);
-      Json j;
-      try {
-        j = Json::parse(line);
-      } catch (const Json::parse_error& e) {
-        throw Error(where + ": malformed JSON: " + e.what());
-      }
-      samples.push_back(ParseSample(j, where + " (sample " + std::to_string(samples.size()) + ")"));
+      const std::string sample = where + " (sample " + std::to_string(samples.size()) + ")";
+      samples.push_back(ParseSample(ParseJson(line, where), sample));
     }
     return samples;
   }
-  Json j;
-  try {
-    j = Json::parse(in);
-  } catch (const Json::parse_error& e) {
-    throw Error(path + ": malformed JSON: " + e.what());
-  }
+  const Json j = ParseJson(text, path);
   if (!j.is_array()) throw Error(path + ": expected a JSON array of samples (or use a .jsonl file)");
   for (size_t i = 0; i < j.size(); ++i) samples.push_back(ParseSample(j[i], path + ": sample " + std::to_string(i)));
   return samples;

@@ -31,6 +31,8 @@ struct ConversationSample {
 // Reads a .json file holding an array of samples, or a .jsonl file with one sample per line. Throws Error naming
 // the file and the sample (or line) for malformed JSON or a sample without a list of conversations.
 std::vector<ConversationSample> ReadConversations(const std::string& path);
+// The same over the file's text; `path` names it in errors and its extension picks the form.
+std::vector<ConversationSample> ParseConversations(const std::string& text, const std::string& path);
 
 // How an encoder's media appear in the text.
 struct MediaSlot {

@@ -17,6 +17,17 @@ namespace cornstarch {
 
 namespace {
 
+// 64 megapixels (8192 x 8192): far beyond what an encoder takes, and a bound on what a small compressed file that
+// declares huge dimensions can make us allocate.
+constexpr uint64_t kMaxPixels = uint64_t{1} << 26;
+
+void CheckDimensions(const std::string& path, uint64_t width, uint64_t height) {
+  if (width == 0 || height == 0 || width * height > kMaxPixels) {
+    throw Error(path + ": image of " + std::to_string(width) + " x " + std::to_string(height) +
+                " pixels; expected at least one and at most " + std::to_string(kMaxPixels) + " pixels");
+  }
+}
+
 std::vector<uint8_t> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open image: " + std::strerror(errno));
@@ -29,6 +40,12 @@ Image DecodePng(const std::string& path, const std::vector<uint8_t>& bytes) {
   png.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size())) {
     throw Error(path + ": not a readable PNG: " + png.message);
+  }
+  try {
+    CheckDimensions(path, png.width, png.height);
+  } catch (const Error&) {
+    png_image_free(&png);
+    throw;
   }
   png.format = PNG_FORMAT_RGB;  // libpng converts grey, palette, alpha (composited on black) and 16-bit input
   Image image;
@@ -70,6 +87,11 @@ Image DecodeJpeg(const std::string& path, const std::vector<uint8_t>& bytes) {
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, bytes.data(), bytes.size());
   jpeg_read_header(&info, TRUE);
+  if (static_cast<uint64_t>(info.image_width) * info.image_height > kMaxPixels) {
+    const uint64_t width = info.image_width, height = info.image_height;
+    jpeg_destroy_decompress(&info);
+    CheckDimensions(path, width, height);
+  }
   info.out_color_space = JCS_RGB;  // libjpeg converts greyscale and YCbCr; CMYK fails with a message
   jpeg_start_decompress(&info);
   image.width = static_cast<int>(info.output_width);
@@ -149,8 +171,9 @@ Image ResamplePass(const Image& in, int out_size, bool horizontal) {
 
 }  // namespace
 
-Image DecodeImage(const std::string& path) {
-  const std::vector<uint8_t> bytes = ReadBytes(path);
+Image DecodeImage(const std::string& path) { return DecodeImage(ReadBytes(path), path); }
+
+Image DecodeImage(const std::vector<uint8_t>& bytes, const std::string& path) {
   static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   if (bytes.size() >= 8 && std::equal(kPng, kPng + 8, bytes.begin())) return DecodePng(path, bytes);
   if (bytes.size() >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff) return DecodeJpeg(path, bytes);

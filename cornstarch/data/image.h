@@ -17,8 +17,11 @@ struct Image {
 };
 
 // Decodes a PNG or JPEG file (told apart by its signature) into 8-bit RGB: grey, palette and alpha are converted,
-// 16-bit channels reduced. Throws Error naming the file for a missing, unreadable or undecodable file.
+// 16-bit channels reduced. Throws Error naming the file for a missing, unreadable or undecodable file, or one of
+// more than 64 megapixels (checked before decoding allocates).
 Image DecodeImage(const std::string& path);
+// The same over the file's bytes; `path` names it in errors.
+Image DecodeImage(const std::vector<uint8_t>& bytes, const std::string& path);
 
 // Writes `image` as PNG or as baseline JPEG (quality 1..100). Used for generated datasets and test fixtures.
 void WritePng(const std::string& path, const Image& image);

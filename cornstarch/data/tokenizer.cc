@@ -75,6 +75,19 @@ class Wire {
   const std::string& file_;
 };
 
+// The byte a byte piece "<0xHH>" stands for; -1 when the text is not of that form.
+int ByteOfPiece(const std::string& text) {
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;
+  int value = 0;
+  for (char c : text.substr(3, 2)) {
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
 size_t Utf8Length(unsigned char lead) {
   if (lead < 0x80) return 1;
   if ((lead >> 5) == 0x6) return 2;
@@ -88,7 +101,16 @@ size_t Utf8Length(unsigned char lead) {
 Tokenizer::Tokenizer(const std::string& model_path) {
   std::ifstream in(model_path, std::ios::binary);
   if (!in) throw Error(model_path + ": cannot open the tokenizer model");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  Load(std::string((std::istreambuf_iterator<char>(in)), {}), model_path);
+}
+
+Tokenizer Tokenizer::FromBytes(const std::string& bytes, const std::string& name) {
+  Tokenizer t;
+  t.Load(bytes, name);
+  return t;
+}
+
+void Tokenizer::Load(const std::string& bytes, const std::string& model_path) {
   int model_type = 1;  // the proto's default: unigram
   std::string bos_piece = "<s>", eos_piece = "</s>", normalizer;
   bool charsmap = false;
@@ -146,7 +168,11 @@ Tokenizer::Tokenizer(const std::string& model_path) {
     if (p.type == Type::kUnknown) unk_ = id;
     if (p.type == Type::kControl && p.text == bos_piece) bos_ = id;
     if (p.type == Type::kControl && p.text == eos_piece) eos_ = id;
-    if (p.type == Type::kByte && p.text.size() == 6) byte_ids_[std::stoi(p.text.substr(3, 2), nullptr, 16)] = id;
+    if (p.type == Type::kByte) {
+      const int byte = ByteOfPiece(p.text);
+      if (byte < 0) throw Error(model_path + ": byte piece " + std::to_string(i) + " is not of the form <0xHH>");
+      byte_ids_[byte] = id;
+    }
   }
   if (unk_ < 0 || bos_ < 0 || eos_ < 0) {
     throw Error(model_path + ": the sentencepiece model lacks an unk, BOS (" + bos_piece + ") or EOS (" +

@@ -20,6 +20,8 @@ class Tokenizer {
  public:
   // Throws Error naming `model_path` when it is missing, not a sentencepiece model, or not a BPE model.
   explicit Tokenizer(const std::string& model_path);
+  // The same from the model file's bytes; `name` names it in errors.
+  static Tokenizer FromBytes(const std::string& bytes, const std::string& name);
 
   std::vector<int64_t> Encode(const std::string& text) const;
   std::string Decode(const std::vector<int64_t>& ids) const;
@@ -33,6 +35,9 @@ class Tokenizer {
   int64_t PlaceholderId(const std::string& piece) const;
 
  private:
+  Tokenizer() = default;
+  void Load(const std::string& bytes, const std::string& name);
+
   enum class Type : int { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
   struct Piece {
     std::string text;

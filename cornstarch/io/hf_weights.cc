@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "cornstarch/io/safetensors.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/base/check.h"
+#include "cornstarch/base/json.h"
 
 namespace cornstarch {
 
@@ -47,10 +49,9 @@ class HfSource {
     }
     const fs::path index = fs::path(path) / "model.safetensors.index.json";
     if (fs::exists(index, ec)) {
-      std::ifstream in(index);
-      nlohmann::json j;
+      std::ifstream in(index, std::ios::binary);
+      const nlohmann::json j = ParseJson(std::string((std::istreambuf_iterator<char>(in)), {}), index.string());
       try {
-        j = nlohmann::json::parse(in);
         for (const auto& [name, file] : j.at("weight_map").items()) {
           shard_of_[name] = (fs::path(path) / file.get<std::string>()).string();
         }

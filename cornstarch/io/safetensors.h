@@ -1,7 +1,5 @@
-// The safetensors format (Hugging Face), read and written exactly: an 8-byte little-endian header length N, N
-// bytes of UTF-8 JSON {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
-// "__metadata__": {"key": "value"}} (padded with spaces), then the data buffer, which the offsets (relative to
-// its start) must cover exactly, without holes or overlaps. Little-endian data, C order.
+// Safetensors files (Hugging Face's format, io/safetensors_header.h), read and written exactly: little-endian
+// data, C order.
 //
 // Reading maps the file and validates the whole header up front, so a bad file fails at open with the file and
 // tensor named, never later as a crash. Writing goes to a temporary file that is fsynced and renamed into place.
@@ -16,24 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "cornstarch/io/safetensors_header.h"
+
 namespace cornstarch {
-
-struct SafetensorsEntry {
-  std::string dtype;  // "F32", "BF16", "I64", ...
-  std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0;  // byte range within the data buffer
-};
-
-struct SafetensorsHeader {
-  std::map<std::string, SafetensorsEntry> tensors;
-  std::map<std::string, std::string> metadata;
-  uint64_t data_start = 0;  // file offset of the data buffer: 8 + header length
-};
-
-// Validates a whole file image (pure: no tensors). Throws Error naming `path`, and the tensor where one is at
-// fault: file shorter than 8 bytes, header length past the end, non-UTF-8 or malformed JSON, unknown dtype, bad
-// shape, offsets out of bounds, overlapping, leaving holes, or not matching dtype x shape.
-SafetensorsHeader ParseSafetensorsHeader(const uint8_t* data, uint64_t size, const std::string& path);
 
 class SafetensorsFile {
  public:

@@ -6,21 +6,21 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <tuple>
 
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/io/safetensors.h"
 #include "cornstarch/base/check.h"
+#include "cornstarch/train/checkpoint_manifest.h"
 
 namespace cornstarch {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* kFormat = "cornstarch-checkpoint";
-constexpr int kVersion = 1;
 
 // FNV-1a over the file's bytes: catches truncation and bit flips that leave the safetensors header intact.
 std::string FileChecksum(const std::string& path) {
@@ -37,14 +37,10 @@ std::string FileChecksum(const std::string& path) {
   return fmt::format("{:016x}", h);
 }
 
-nlohmann::json ReadJson(const std::string& path) {
-  std::ifstream in(path);
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": missing; the checkpoint is partial or not a checkpoint");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": malformed: " + e.what());
-  }
+  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
 // Filesystem failures are the user's to fix (permissions, space): report them as Error with the path.
@@ -120,8 +116,8 @@ void SaveCheckpoint(const Config& config, DistRuntime& runtime, int64_t step, in
     const ParallelDims& d = runtime.dims();
     const nlohmann::json shards = shard_names;
     const nlohmann::json manifest = {
-        {"format", kFormat},
-        {"version", kVersion},
+        {"format", kCheckpointFormat},
+        {"version", kCheckpointVersion},
         {"step", step},
         {"optimizer_step", optimizer_step},
         {"samples_consumed", step * config.train.global_batch_size},
@@ -143,43 +139,26 @@ void SaveCheckpoint(const Config& config, DistRuntime& runtime, int64_t step, in
 
 CheckpointReader::CheckpointReader(const std::string& dir, const Config& config) : dir_(dir) {
   const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
-  const nlohmann::json m = ReadJson(manifest_path);
-  try {
-    if (m.at("format") != kFormat || m.at("version") != kVersion) {
-      throw Error(manifest_path + ": not a version " + std::to_string(kVersion) + " cornstarch checkpoint");
+  const CheckpointManifest m = ParseCheckpointManifest(ReadText(manifest_path), manifest_path);
+  step_ = m.step;
+  optimizer_step_ = m.optimizer_step;
+  for (const auto& [key, saved, mine] : {std::tuple<std::string, int64_t, int64_t>{"seed", m.seed, config.train.seed},
+                                         {"global_batch_size", m.global_batch_size, config.train.global_batch_size}}) {
+    if (saved != mine) {
+      throw Error(dir + ": saved with train." + key + "=" + std::to_string(saved) + ", the config has " +
+                  std::to_string(mine) + "; resuming would not continue the same run");
     }
-    step_ = m.at("step").get<int64_t>();
-    optimizer_step_ = m.at("optimizer_step").get<int64_t>();
-    const auto& train = m.at("train");
-    for (const auto& [key, mine] : {std::pair<std::string, int64_t>{"seed", config.train.seed},
-                                    {"global_batch_size", config.train.global_batch_size}}) {
-      const int64_t saved = train.at(key).get<int64_t>();
-      if (saved != mine) {
-        throw Error(dir + ": saved with train." + key + "=" + std::to_string(saved) + ", the config has " +
-                    std::to_string(mine) + "; resuming would not continue the same run");
+  }
+  for (const std::string& shard : m.shards) {
+    const std::string sidecar_path = (fs::path(dir) / (shard + ".json")).string();
+    const ShardSidecar s = ParseShardSidecar(ReadText(sidecar_path), sidecar_path);
+    expected_[s.file] = {s.bytes, s.checksum};
+    for (const std::string& name : s.tensors) {
+      file_of_[name] = s.file;
+      if (const std::optional<TensorPiece> p = ParsePieceName(name)) {
+        pieces_[p->tensor].push_back({p->begin, p->end, name});
       }
     }
-    if (m.at("samples_consumed").get<int64_t>() != step_ * config.train.global_batch_size) {
-      throw Error(manifest_path + ": samples_consumed does not match step x global_batch_size");
-    }
-    for (const auto& shard : m.at("shards")) {
-      const std::string sidecar_path = (fs::path(dir) / (shard.get<std::string>() + ".json")).string();
-      const nlohmann::json s = ReadJson(sidecar_path);
-      const std::string file = s.at("file").get<std::string>();
-      expected_[file] = {s.at("bytes").get<uint64_t>(), s.at("fnv1a64").get<std::string>()};
-      for (const auto& entry : s.at("tensors")) {
-        const std::string name = entry.get<std::string>();
-        file_of_[name] = file;
-        // A piece "<tensor>[begin:end]" of a sharded optimizer's state.
-        static const std::regex piece(R"((.+)\[([0-9]+):([0-9]+)\])");
-        std::smatch m;
-        if (std::regex_match(name, m, piece)) {
-          pieces_[m[1].str()].push_back({std::stoll(m[2].str()), std::stoll(m[3].str()), name});
-        }
-      }
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(manifest_path + ": missing or mistyped field: " + e.what());
   }
 }
 

@@ -24,6 +24,18 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 
 
+// An 8 kHz float WAV of `channels` interleaved channels, written by libsndfile itself.
+void WriteFloatWav(const std::string& path, int channels, const std::vector<float>& interleaved) {
+  SF_INFO info{};
+  info.samplerate = 8000;
+  info.channels = channels;
+  info.format = SF_FORMAT_WAV | SF_FORMAT_FLOAT;
+  SNDFILE* f = sf_open(path.c_str(), SFM_WRITE, &info);
+  REQUIRE(f != nullptr);
+  sf_writef_float(f, interleaved.data(), static_cast<sf_count_t>(interleaved.size() / channels));
+  sf_close(f);
+}
+
 Image Gradient(int w, int h) {
   Image img{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h * 3)};
   for (int y = 0; y < h; ++y)
@@ -69,6 +81,36 @@ TEST_CASE("bad image files are errors naming the file", "[data][image]") {
   std::string jbytes((std::istreambuf_iterator<char>(jin)), {});
   WriteBytes(TempPath("cut.jpg"), jbytes.substr(0, 200));
   CHECK_THROWS_WITH(DecodeImage(TempPath("cut.jpg")), Contains("cut.jpg: corrupt JPEG"));
+}
+
+TEST_CASE("images declaring more than 64 megapixels are refused before decoding allocates", "[data][image]") {
+  // A 1 x 1 PNG whose header (IHDR, with a recomputed CRC) then claims 10000 x 10000 pixels: 300 MB to decode.
+  WritePng(TempPath("small.png"), Gradient(1, 1));
+  std::ifstream in(TempPath("small.png"), std::ios::binary);
+  std::string png((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(png.substr(12, 4) == "IHDR");
+  auto be32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) png[at + i] = static_cast<char>(v >> (24 - 8 * i));
+  };
+  be32(16, 10000);
+  be32(20, 10000);
+  uint32_t crc = 0xffffffffu;  // CRC-32 (ISO-HDLC) over the chunk type and data, as PNG defines it
+  for (size_t i = 12; i < 29; ++i) {
+    crc ^= static_cast<uint8_t>(png[i]);
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+  }
+  be32(29, ~crc);
+  WriteBytes(TempPath("huge.png"), png);
+  CHECK_THROWS_WITH(DecodeImage(TempPath("huge.png")), Contains("huge.png: image of 10000 x 10000 pixels"));
+  // A JPEG whose frame header (SOF0) claims 60000 x 60000 (libjpeg's own limit is 65500 per side).
+  WriteJpeg(TempPath("small.jpg"), Gradient(8, 8));
+  std::ifstream jin(TempPath("small.jpg"), std::ios::binary);
+  std::string jpg((std::istreambuf_iterator<char>(jin)), {});
+  const size_t sof = jpg.find("\xff\xc0");
+  REQUIRE(sof != std::string::npos);
+  for (size_t i = sof + 5; i < sof + 9; i += 2) jpg[i] = '\xea', jpg[i + 1] = '\x60';
+  WriteBytes(TempPath("huge.jpg"), jpg);
+  CHECK_THROWS_WITH(DecodeImage(TempPath("huge.jpg")), Contains("huge.jpg: image of 60000 x 60000 pixels"));
 }
 
 TEST_CASE("bicubic resize uses Pillow's antialiased weights", "[data][image]") {
@@ -130,18 +172,14 @@ TEST_CASE("WAV files: 16-bit round trip, stereo mixed to mono, bad files named",
   REQUIRE(back.samples.size() == a.samples.size());
   for (size_t i = 0; i < a.samples.size(); ++i) REQUIRE(std::abs(back.samples[i] - a.samples[i]) <= 1.0f / 32768);
 
-  SF_INFO info{};
-  info.samplerate = 8000;
-  info.channels = 2;
-  info.format = SF_FORMAT_WAV | SF_FORMAT_FLOAT;
-  SNDFILE* f = sf_open(TempPath("stereo.wav").c_str(), SFM_WRITE, &info);
-  REQUIRE(f != nullptr);
-  const float frames[6] = {0.2f, 0.4f, -1.0f, 0.0f, 0.5f, 0.5f};
-  sf_writef_float(f, frames, 3);
-  sf_close(f);
+  WriteFloatWav(TempPath("stereo.wav"), 2, {0.2f, 0.4f, -1.0f, 0.0f, 0.5f, 0.5f});
   const Audio mono = ReadAudio(TempPath("stereo.wav"));
   CHECK(mono.sample_rate == 8000);
   CHECK(mono.samples == std::vector<float>{0.3f, -0.5f, 0.5f});
+
+  // More channels than any encoder input has: refused before the samples are allocated.
+  WriteFloatWav(TempPath("wide.wav"), 65, std::vector<float>(65, 0.1f));
+  CHECK_THROWS_WITH(ReadAudio(TempPath("wide.wav")), Contains("wide.wav: audio of 1 frames x 65 channels"));
 
   WriteBytes(TempPath("noise.wav"), "RIFF....WAVEjunk");
   CHECK_THROWS_WITH(ReadAudio(TempPath("noise.wav")), Contains("noise.wav: cannot read audio"));

@@ -99,8 +99,12 @@ TEST_CASE("broken files fail at open with the file and tensor named", "[safetens
   CHECK_THAT(OpenError("short.st", "abc"), Contains("short.st: not a safetensors file: 3 bytes"));
   CHECK_THAT(OpenError("long.st", FileBytes(ok, eight, 4096)),
              Contains("long.st: header length 4096 runs past the end of the file"));
-  CHECK_THAT(OpenError("utf8.st", FileBytes("{\"w\xff\":{}}", "")), Contains("utf8.st: the header is not valid UTF-8 JSON"));
-  CHECK_THAT(OpenError("json.st", FileBytes("{\"w\": [1, 2", "")), Contains("json.st: the header is not valid UTF-8 JSON"));
+  CHECK_THAT(OpenError("utf8.st", FileBytes("{\"w\xff\":{}}", "")), Contains("utf8.st header: malformed JSON"));
+  CHECK_THAT(OpenError("json.st", FileBytes("{\"w\": [1, 2", "")), Contains("json.st header: malformed JSON"));
+  // Numbers past double's range, and nesting deep enough to exhaust the stack when the document is destroyed.
+  CHECK_THAT(OpenError("range.st", FileBytes("{\"w\": -5E555}", "")), Contains("range.st header: malformed JSON"));
+  CHECK_THAT(OpenError("deep.st", FileBytes("{\"w\": " + std::string(100000, '[') + "}", "")),
+             Contains("deep.st header: JSON nested deeper than 64 levels"));
   CHECK_THAT(OpenError("array.st", FileBytes("[1]", "")), Contains("array.st: the header must be a JSON object"));
   CHECK_THAT(OpenError("dtype.st", FileBytes(R"({"w":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", eight)),
              Contains("dtype.st: tensor 'w': unknown dtype 'Q7'"));

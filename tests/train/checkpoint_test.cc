@@ -11,6 +11,7 @@
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/adamw.h"
 #include "cornstarch/train/checkpoint.h"
+#include "cornstarch/train/checkpoint_manifest.h"
 #include "cornstarch/train/metrics.h"
 #include "cornstarch/train/step_logger.h"
 #include "cornstarch/train/trainer.h"
@@ -139,6 +140,34 @@ TEST_CASE("partial, corrupt and mismatched checkpoints are refused with the file
         "checkpoint.resume: 'latest' needs checkpoint.dir to look in, got 'latest'");
   CHECK_THAT(ErrorOf([&] { Trainer t(MakeConfig(FreshDir("empty"), {"checkpoint.resume=latest"})); }),
              Contains("holds no complete checkpoint"));
+}
+
+TEST_CASE("manifests, sidecars and piece names from untrusted text", "[checkpoint]") {
+  const std::string ok = R"({"format": "cornstarch-checkpoint", "version": 1, "step": 6, "optimizer_step": 6,
+      "samples_consumed": 48, "train": {"seed": 0, "global_batch_size": 8}, "shards": ["stage-0", "stage-0-dp-1"]})";
+  const CheckpointManifest m = ParseCheckpointManifest(ok, "m.json");
+  CHECK(m.step == 6);
+  CHECK(m.shards == std::vector<std::string>{"stage-0", "stage-0-dp-1"});
+  auto manifest_error = [&](const std::string& from, const std::string& to) {
+    std::string text = ok;
+    text.replace(text.find(from), from.size(), to);
+    return ErrorOf([&] { ParseCheckpointManifest(text, "m.json"); });
+  };
+  CHECK_THAT(manifest_error("\"stage-0\",", "\"../../etc/passwd\","), Contains("m.json: shard '../../etc/passwd'"));
+  CHECK_THAT(manifest_error("\"step\": 6", "\"step\": 4611686018427387904"), Contains("samples_consumed does not match"));
+  CHECK_THAT(manifest_error("\"step\": 6", "\"step\": \"6\""), Contains("m.json: missing or mistyped field"));
+  CHECK_THAT(manifest_error("\"version\": 1", "\"version\": 2"), Contains("not a version 1 cornstarch checkpoint"));
+  CHECK_THAT(ErrorOf([] { ParseShardSidecar(R"({"file": "/x.safetensors", "bytes": 1, "fnv1a64": "0",
+                                                  "tensors": []})", "s.json"); }),
+             Contains("s.json: shard file '/x.safetensors' is not a file name"));
+  const std::optional<TensorPiece> p = ParsePieceName("exp_avg.llm.head.weight[128:4096]");
+  REQUIRE(p);
+  CHECK(p->tensor == "exp_avg.llm.head.weight");
+  CHECK((p->begin == 128 && p->end == 4096));
+  CHECK_FALSE(ParsePieceName("model.llm.head.weight"));
+  CHECK_FALSE(ParsePieceName("w[99999999999999999999:1]"));  // not a range that fits: a plain name
+  CHECK_FALSE(ParsePieceName("w[-1:3]"));
+  CHECK_THAT(ErrorOf([] { ParsePieceName("w[9:3]"); }), Contains("'w[9:3]': the range ends before it begins"));
 }
 
 TEST_CASE("metrics: CSV with a header; a resumed run keeps the records up to its checkpoint", "[metrics]") {

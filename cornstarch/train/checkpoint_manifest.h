@@ -1,0 +1,46 @@
+// A checkpoint's manifest.json and shard sidecars (train/checkpoint.h), parsed and checked from their text. No
+// tensors and no files, so it is fuzzed on its own (fuzz/checkpoint_manifest_fuzz.cc): a checkpoint copied from
+// elsewhere is untrusted input like any download.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cornstarch {
+
+inline constexpr const char* kCheckpointFormat = "cornstarch-checkpoint";
+inline constexpr int kCheckpointVersion = 1;
+
+struct CheckpointManifest {
+  int64_t step = 0, optimizer_step = 0, samples_consumed = 0;
+  int64_t seed = 0, global_batch_size = 0;  // of the run that saved it
+  std::vector<std::string> shards;          // sidecar names (without ".json")
+};
+
+// Throws Error naming `path`: malformed JSON, another format or version, a missing or mistyped field, negative
+// steps, samples consumed other than step x global batch size, a shard name that is not a plain file name.
+CheckpointManifest ParseCheckpointManifest(const std::string& text, const std::string& path);
+
+struct ShardSidecar {
+  std::string file;  // the shard, a plain file name in the checkpoint directory
+  uint64_t bytes = 0;
+  std::string checksum;
+  std::vector<std::string> tensors;
+};
+
+// Throws Error naming `path` for malformed JSON, a missing or mistyped field or a file that is not a plain name.
+ShardSidecar ParseShardSidecar(const std::string& text, const std::string& path);
+
+// A piece "<tensor>[begin:end]" of a sharded optimizer's state: elements [begin, end) of <tensor>, flattened.
+struct TensorPiece {
+  std::string tensor;
+  int64_t begin = 0, end = 0;
+};
+
+// The piece `name` denotes; nullopt when it is a plain tensor name. Throws Error for a range that is reversed or
+// does not fit 64 bits.
+std::optional<TensorPiece> ParsePieceName(const std::string& name);
+
+}  // namespace cornstarch

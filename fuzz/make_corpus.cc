@@ -1,0 +1,96 @@
+// Writes the seed corpus of every fuzz target (fuzz/*_fuzz.cc) into DIR/<target>/: valid inputs made by the
+// project's own writers, so that fuzzing starts from files that parse and mutates from there.
+//   bazel build //fuzz:make_corpus && bazel-bin/fuzz/make_corpus DIR CONFIG.yaml...   (tools/fuzz.sh runs it)
+// The first config also trains one step to write a checkpoint (its manifest and sidecar are seeds).
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+
+#include "cornstarch/data/demo_dataset.h"
+#include "cornstarch/io/safetensors.h"
+#include "cornstarch/plan/config.h"
+#include "cornstarch/train/checkpoint.h"
+#include "cornstarch/train/trainer.h"
+
+namespace fs = std::filesystem;
+using namespace cornstarch;
+
+namespace {
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+void Put(const fs::path& path, const std::string& bytes) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: make_corpus DIR [CONFIG.yaml...]\n";
+    return 2;
+  }
+  const fs::path dir = argv[1];
+  spdlog::set_level(spdlog::level::warn);
+  try {
+    // Safetensors: every dtype LibTorch has, scalars, empty tensors, metadata, several tensors.
+    const fs::path st = dir / "safetensors_header";
+    fs::create_directories(st);
+    WriteSafetensors((st / "one.safetensors").string(), {{"w", at::arange(6, at::kFloat).view({2, 3})}});
+    WriteSafetensors((st / "mixed.safetensors").string(),
+                     {{"a", at::ones({3}, at::kBFloat16)},
+                      {"b", at::arange(4, at::kLong)},
+                      {"scalar", at::full({}, 7, at::kInt)},
+                      {"empty", at::zeros({0, 2}, at::kHalf)},
+                      {"mask", at::ones({2, 2}, at::kBool)}},
+                     {{"format", "pt"}, {"step", "3"}});
+    // Tokenizer and conversations: the demo dataset's, as JSONL and as one JSON array (the harness reads the
+    // first byte as the form: odd for JSONL).
+    for (const bool jsonl : {true, false}) {
+      const fs::path demo = dir / (jsonl ? "demo-jsonl" : "demo-json");
+      DemoDataOptions options;
+      options.samples = 6;
+      options.jsonl = jsonl;
+      WriteDemoDataset(demo.string(), options);
+      const std::string text = Slurp(demo / (jsonl ? "train.jsonl" : "train.json"));
+      Put(dir / "conversations" / (jsonl ? "demo.jsonl" : "demo.json"), std::string(1, jsonl ? '\1' : '\0') + text);
+      if (jsonl) {
+        Put(dir / "sentencepiece" / "demo.model", Slurp(demo / "tokenizer.model"));
+        // A few of each kind of media file: PNG and JPEG images, WAV clips at two rates.
+        std::map<std::string, int> kept;
+        for (const fs::directory_entry& e : fs::directory_iterator(demo / "media")) {
+          const std::string ext = e.path().extension().string();
+          if (kept[ext]++ >= 3) continue;
+          Put(dir / (ext == ".wav" ? "audio" : "image") / e.path().filename(), Slurp(e.path()));
+        }
+      }
+      fs::remove_all(demo);
+    }
+    for (int i = 2; i < argc; ++i) Put(dir / "config" / fs::path(argv[i]).filename(), Slurp(argv[i]));
+    // A checkpoint's manifest and sidecar, from one step of the tiny model (the first config given).
+    if (argc > 2) {
+      const fs::path ckpt = dir / "ckpt";
+      Trainer trainer(LoadConfig(argv[2], {"train.steps=2", "optimizer.warmup_steps=1", "logging.metrics_path=",
+                                           "logging.level=warn", "checkpoint.dir=" + ckpt.string()}));
+      trainer.Step();
+      trainer.Save();
+      const fs::path step = ckpt / CheckpointDirName(1);
+      Put(dir / "checkpoint_manifest" / "manifest.json", Slurp(step / "manifest.json"));
+      Put(dir / "checkpoint_manifest" / "stage-0.json", Slurp(step / "stage-0.json"));
+      fs::remove_all(ckpt);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "make_corpus: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
