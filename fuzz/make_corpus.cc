@@ -12,6 +12,7 @@
 #include <map>
 
 #include "cornstarch/data/demo_dataset.h"
+#include "cornstarch/io/hf_weights.h"
 #include "cornstarch/io/safetensors.h"
 #include "cornstarch/plan/config.h"
 #include "cornstarch/train/checkpoint.h"
@@ -53,6 +54,10 @@ int main(int argc, char** argv) {
                       {"empty", at::zeros({0, 2}, at::kHalf)},
                       {"mask", at::ones({2, 2}, at::kBool)}},
                      {{"format", "pt"}, {"step", "3"}});
+    // A Hugging Face index over those two files, as the exporter writes it.
+    WriteHfIndex(st.string(), {"one.safetensors", "mixed.safetensors"});
+    Put(dir / "hf_index" / "model.safetensors.index.json", Slurp(st / "model.safetensors.index.json"));
+    fs::remove(st / "model.safetensors.index.json");
     // Tokenizer and conversations: the demo dataset's, as JSONL and as one JSON array (the harness reads the
     // first byte as the form: odd for JSONL).
     for (const bool jsonl : {true, false}) {

@@ -10,10 +10,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(safetensors_header sentencepiece conversations config image audio checkpoint_manifest)
+targets=(safetensors_header hf_index sentencepiece conversations config image audio checkpoint_manifest)
 # The sources each target links: the reader and what it uses, nothing that needs LibTorch.
 declare -A sources=(
   [safetensors_header]="cornstarch/io/safetensors_header.cc"
+  [hf_index]="cornstarch/io/hf_index.cc"
   [sentencepiece]="cornstarch/data/tokenizer.cc"
   [conversations]="cornstarch/data/conversation.cc cornstarch/data/tokenizer.cc"
   [config]="$(ls cornstarch/plan/*.cc | grep -v layering_probe | tr '\n' ' ')"
@@ -58,6 +59,12 @@ for t in "${selected[@]}"; do
   if [[ $replay -eq 0 ]]; then
     dict=()
     [[ -f fuzz/$t.dict ]] && dict=(-dict="fuzz/$t.dict")  # the format's keywords, where mutation alone is slow
+    if [[ $t == config ]]; then
+      # The config's keys and choices, from its generated reference (docs/configuration.md).
+      grep -o '`[a-z0-9_.]*`' docs/configuration.md | tr -d '`' | tr '.' '\n' | sort -u | sed 's/.*/"&:"/' \
+        >"$work/config.dict"
+      dict=(-dict="$work/config.dict")
+    fi
     "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
       "${dict[@]}" -artifact_prefix="$work/crashes/$t/" "$corpus" "$regressions" "$work/seeds/$t" >"$work/$t.log" 2>&1
     rc=$?

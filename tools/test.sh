@@ -21,8 +21,10 @@ bazel test --config=sanitize //tests:config_test //tests:partitioner_test //test
 
 # Every untrusted-file reader fuzzed under AddressSanitizer + UBSan (tools/fuzz.sh): its regression inputs and
 # seeds replayed, then FUZZ_SECONDS (60) of fuzzing; each target counts like a test.
+fuzz_start=$SECONDS
 bash tools/fuzz.sh all "${FUZZ_SECONDS:-60}" 2>&1 | tee -a "$log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+echo "fuzzing took $((SECONDS - fuzz_start)) s"
 
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED|^[a-z_]+: PASSED' "$log")
 failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)|^[a-z_]+: FAILED' "$log")

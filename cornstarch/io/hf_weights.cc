@@ -13,7 +13,7 @@
 #include "cornstarch/io/safetensors.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/base/check.h"
-#include "cornstarch/base/json.h"
+#include "cornstarch/io/hf_index.h"
 
 namespace cornstarch {
 
@@ -50,13 +50,9 @@ class HfSource {
     const fs::path index = fs::path(path) / "model.safetensors.index.json";
     if (fs::exists(index, ec)) {
       std::ifstream in(index, std::ios::binary);
-      const nlohmann::json j = ParseJson(std::string((std::istreambuf_iterator<char>(in)), {}), index.string());
-      try {
-        for (const auto& [name, file] : j.at("weight_map").items()) {
-          shard_of_[name] = (fs::path(path) / file.get<std::string>()).string();
-        }
-      } catch (const nlohmann::json::exception& e) {
-        throw Error(index.string() + ": malformed index: " + e.what());
+      const std::string text((std::istreambuf_iterator<char>(in)), {});
+      for (const auto& [name, file] : ParseHfIndex(text, index.string())) {
+        shard_of_[name] = (fs::path(path) / file).string();
       }
       return;
     }

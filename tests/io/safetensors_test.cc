@@ -6,8 +6,10 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
+#include "cornstarch/io/hf_index.h"
 #include "cornstarch/io/safetensors.h"
 #include "cornstarch/base/check.h"
 #include "tests/error_of.h"
@@ -147,4 +149,20 @@ TEST_CASE("writes are atomic: no temporary left behind, a failed write leaves th
   CHECK(text == "hello");
   CHECK(!std::ifstream(path + ".tmp." + std::to_string(getpid())).good());
   CHECK(torch::equal(SafetensorsFile(path).Get("x"), torch::ones({2})));
+}
+
+TEST_CASE("a Hugging Face index maps tensors to shard files inside its directory", "[safetensors]") {
+  const std::map<std::string, std::string> map = ParseHfIndex(
+      R"({"metadata": {}, "weight_map": {"a.weight": "model-00001-of-00002.safetensors", "b": "sub/b.safetensors"}})",
+      "i.json");
+  CHECK(map == std::map<std::string, std::string>{{"a.weight", "model-00001-of-00002.safetensors"},
+                                                  {"b", "sub/b.safetensors"}});
+  auto error = [](const std::string& text) { return testing::ErrorOf([&] { ParseHfIndex(text, "i.json"); }); };
+  CHECK_THAT(error(R"({"weight_map": {"a": "../../secret.safetensors"}})"),
+             Contains("i.json: malformed index: the file of 'a' must be a path inside the directory"));
+  CHECK_THAT(error(R"({"weight_map": {"a": "/etc/x.safetensors"}})"), Contains("the file of 'a' must be a path"));
+  CHECK_THAT(error(R"({"weight_map": {"a": 3}})"), Contains("the file of 'a' must be a path"));
+  CHECK_THAT(error(R"({"weights": {}})"),
+             Contains("i.json: malformed index: expected an object with a \"weight_map\""));
+  CHECK_THAT(error(R"({"weight_map": )"), Contains("i.json: malformed JSON"));
 }
