@@ -122,7 +122,9 @@ std::vector<at::Tensor> GradSync::grads() const {
 
 double GradSync::SquaredNorm() const {
   const double mine = SquaredGradNorm(grads());
-  if (!shard_) return mine;
+  // A stage without trainable parameters (a frozen encoder's) has nothing to add; its dp group, all on that
+  // stage, skips the sum together.
+  if (!shard_ || params_.empty()) return mine;
   // The shards are disjoint: their sums add up to the stage's.
   at::Tensor sum = at::full({1}, mine, at::TensorOptions().dtype(at::kDouble).device(params_.front().device()));
   dp_.AllReduce(sum, ReduceOp::kSum);

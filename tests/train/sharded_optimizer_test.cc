@@ -77,6 +77,8 @@ std::vector<Layout> LayoutsFor(int world) {
   if (world == 4) {
     return {{tiny, {"parallel.dp=4"}},
             {llava, {"parallel.pp=2", "parallel.dp=2"}},
+            // The frozen vision tower on a stage of its own: no trainable parameter there, nothing to shard.
+            {llava, {"parallel.pp=2", "parallel.dp=2", "model.encoders.vision.projector.frozen=true"}},
             {tiny, {"parallel.cp=2", "parallel.dp=2", "parallel.cp_block=32"}}};
   }
   FAIL("no layouts for " << world << " ranks");
@@ -105,7 +107,7 @@ TEST_CASE("the sharded optimizer matches the unsharded one, and overlapped gradi
       // The buckets did start under backward: on the LLM's last stage the first bucket (its last layers) always.
       const GradSync& sync = overlapped.grad_sync();
       INFO(sync.overlapped_buckets() << " of " << sync.num_buckets() << " buckets started during backward");
-      CHECK(sync.num_buckets() > 1);
+      if (!overlapped.optimizer().params().empty()) CHECK(sync.num_buckets() > 1);
       if (runtime.coord().pp == runtime.dims().degree(Axis::kPP) - 1) CHECK(sync.overlapped_buckets() > 0);
     }
     Trainer sharded(MakeConfig(layout, {"optimizer.shard=true"}), runtime);
