@@ -57,13 +57,16 @@ if ! diff <(losses "$dir/full.jsonl") <(losses "$dir/stopped.jsonl"); then
   exit 1
 fi
 # A second signal does not wait for the step: the ranks exit at once, non-zero, saying so.
-# Longer steps (a second or more), so that both signals land within one.
-args twice --set train.steps=100000 --set data.seq_len=384 --set model.llm.num_layers=6
+# Longer steps (a second or more), so that both signals land within one: the first goes 0.5 s after step 1's
+# line, past the ranks' agreement on whether to stop after step 1 (a signal inside that window would stop the job
+# cleanly before the second arrives), and the second 0.1 s later, inside step 2.
+args twice --set train.steps=100000 --set data.seq_len=512 --set model.llm.num_layers=6
 mpirun --oversubscribe -np 2 "$train" "${ARGS[@]}" > "$dir/twice.log" 2>&1 &
 pid=$!
 wait_lines "$dir/twice.jsonl" 1
+sleep 0.5
 kill -USR1 "$pid"
-sleep 0.2
+sleep 0.1
 kill -USR1 "$pid"
 status=0
 wait "$pid" || status=$?
