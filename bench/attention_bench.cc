@@ -41,15 +41,6 @@ double PeakMiB(const std::function<void()>& f) {
   return read("VmHWM:") - before;
 }
 
-
-double GemmGflops() {
-  const torch::Tensor a = torch::randn({1024, 1024}), b = torch::randn({1024, 1024});
-  torch::mm(a, b);
-  double best = 1e9;
-  for (int i = 0; i < 5; ++i) best = std::min(best, Seconds([&] { torch::mm(a, b); }));
-  return 2.0 * 1024 * 1024 * 1024 / best / 1e9;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,12 +62,8 @@ int main(int argc, char** argv) {
     else if (flag == "--dense-limit-gib") dense_limit_gib = std::stod(value);
   }
   const int threads = ConfigureTorchRuntime(0);
-  SetBlasThreads(threads);
-  const double gemm_blas = GemmGflops();  // OpenBLAS with every core: what the dense baseline gets
-  SetBlasThreads(1);
-  const double gemm_one = GemmGflops();   // one thread: what each of the kernel's tasks gets
-  std::printf("%s; GEMM 1024^3: %.0f GFLOP/s (%d BLAS threads), %.0f GFLOP/s (1 thread)\n",
-              DescribeTorchRuntime().c_str(), gemm_blas, threads, gemm_one);
+  const double gemm = MeasureGemmFlops() / 1e9;  // every thread: the machine's GEMM rate
+  std::printf("%s; GEMM 1024^3: %.0f GFLOP/s on %d threads\n", DescribeTorchRuntime().c_str(), gemm, threads);
   std::printf("B=1 heads=%lld kv_heads=%lld head_dim=%lld fp32; dense runs with %d BLAS threads, the kernel with %d "
               "intra-op threads\n\n",
               static_cast<long long>(heads), static_cast<long long>(kv_heads), static_cast<long long>(dim), threads,
@@ -121,17 +108,16 @@ int main(int argc, char** argv) {
         std::printf("%-18s %6lld | %8.3f %8.3f %7.0f | %8.3f %8.3f %7.0f | %6.2f %7.0f | %7.1f %7.1f | %5.0f\n",
                     layout.c_str(), static_cast<long long>(n), bf_fwd, bf_fb, bf_mem, dn_fwd, dn_fb, dn_mem,
                     dn_fb / bf_fb, words_kib, skipped, gflops,
-                    100.0 * gflops / (gemm_one * threads));
+                    100.0 * gflops / gemm);
       } else {
         std::printf("%-18s %6lld | %8.3f %8.3f %7.0f | %26s | %6s %7.0f | %7.1f %7.1f | %5.0f\n", layout.c_str(),
                     static_cast<long long>(n), bf_fwd, bf_fb, bf_mem, "dense skipped (too large)", "-", words_kib,
-                    skipped, gflops, 100.0 * gflops / (gemm_one * threads));
+                    skipped, gflops, 100.0 * gflops / gemm);
       }
       std::fflush(stdout);
     }
   }
   std::printf("\nbf = bitfield kernel, dn = dense; times in s; MiB = peak RSS above the inputs; f+b x = dense/bf "
-              "fwd+bwd time; maskKiB = the kernel's mask (8 bytes per token; the dense path materialises N x N); skip %% = tiles skipped; GF/s = useful fwd GFLOP/s of the kernel; GF%% = of the 1-thread "
-              "GEMM rate x threads\n");
+              "fwd+bwd time; maskKiB = the kernel's mask (8 bytes per token; the dense path materialises N x N); skip %% = tiles skipped; GF/s = useful fwd GFLOP/s of the kernel; GF%% = of the GEMM rate\n");
   return 0;
 }

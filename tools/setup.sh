@@ -8,7 +8,7 @@ PACKAGES=(
   bazel-rules-java       # local rules_java for Bazel's built-in tools
   g++
   libtorch-dev           # LibTorch 1.13.1 C++ frontend (CPU)
-  libopenblas0-pthread   # fast BLAS for LibTorch (the reference BLAS is ~50x slower)
+  libopenblas0-openmp    # fast BLAS for LibTorch (the reference BLAS is ~50x slower), on LibTorch's OpenMP pool
   libopenmpi-dev openmpi-bin
   libyaml-cpp-dev
   libspdlog-dev libfmt-dev
@@ -33,3 +33,17 @@ if ((${#missing[@]})); then
 else
   echo "setup: all packages present"
 fi
+
+# LibTorch loads OpenBLAS through these links. The OpenMP build shares LibTorch's thread pool, so large GEMMs use
+# every intra-op thread without oversubscribing the cores; the pthreads build (Debian's default when both are
+# present) would spin its own threads beside that pool, and the trainer then pins it to one thread.
+LIB=/usr/lib/x86_64-linux-gnu
+for link in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+  target="$LIB/openblas-openmp/$link"
+  if [[ "$(readlink -f "$LIB/$link")" != "$(readlink -f "$target")" ]]; then
+    echo "setup: $link -> $target"
+    SUDO=""
+    [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    $SUDO update-alternatives --quiet --set "$link-x86_64-linux-gnu" "$target"
+  fi
+done

@@ -8,19 +8,44 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "cornstarch/base/check.h"
 
 namespace cornstarch {
 
+namespace {
+
+template <typename F>
+F OpenBlasSymbol(const char* name) {
+  // OpenBLAS's symbols exist only when libblas.so.3 resolves to it.
+  return reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+}
+
+int BlasThreads() {
+  const auto get = OpenBlasSymbol<int (*)()>("openblas_get_num_threads");
+  return get != nullptr ? get() : 1;
+}
+
+}  // namespace
+
+BlasThreading LoadedBlasThreading() {
+  const auto parallel = OpenBlasSymbol<int (*)()>("openblas_get_parallel");
+  if (parallel == nullptr) return BlasThreading::kNotOpenBlas;
+  switch (parallel()) {
+    case 0: return BlasThreading::kSequential;
+    case 1: return BlasThreading::kPthreads;
+    default: return BlasThreading::kOpenMp;
+  }
+}
+
 int ConfigureTorchRuntime(int64_t num_threads, int ranks_per_node) {
   const int64_t share = std::thread::hardware_concurrency() / std::max(1, ranks_per_node);
   const int threads = static_cast<int>(num_threads > 0 ? num_threads : std::max<int64_t>(1, share));
-  at::set_num_threads(threads);
-  // Intra-op parallelism comes from LibTorch's OpenMP pool; OpenBLAS's own pthreads on top of it oversubscribe the
-  // cores (measured: the tiny run is 3x slower).
-  SetBlasThreads(1);
+  at::set_num_threads(threads);  // OpenBLAS on OpenMP follows this count (omp_get_max_threads)
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) SetBlasThreads(1);
 #if TORCH_VERSION_MAJOR < 2
   // Debian's LibTorch 1.13 returns garbage weight gradients (around 1e30) from oneDNN's Conv1d backward on
   // the audio stem; the native kernels are correct. Found by comparing against mkldnn disabled.
@@ -30,25 +55,31 @@ int ConfigureTorchRuntime(int64_t num_threads, int ranks_per_node) {
 }
 
 void SetBlasThreads(int threads) {
-  using SetThreads = void (*)(int);
-  // The symbol exists only when libblas.so.3 resolves to OpenBLAS.
-  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
+  // Only the pthreads build has a pool of its own; the OpenMP build's setter would change LibTorch's count too.
+  if (LoadedBlasThreading() != BlasThreading::kPthreads) return;
+  OpenBlasSymbol<void (*)(int)>("openblas_set_num_threads")(threads);
 }
 
 double MeasureGemmFlops() {
   torch::NoGradGuard no_grad;
-  // One GEMM with all of this process's threads: the rate its cores can reach.
+  // 1024^3 is large enough for every thread to run full-size blocks (512^3 read 84-243 GFLOP/s from run to run on 2
+  // cores) and short enough (~10 ms) to repeat at start-up.
+  constexpr int64_t kN = 1024;
+  constexpr int kRounds = 7;
+  const int blas_threads = BlasThreads();
   SetBlasThreads(at::get_num_threads());
-  const torch::Tensor a = torch::randn({512, 512}), b = torch::randn({512, 512});
-  torch::mm(a, b);  // warm-up
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
+  const torch::Tensor a = torch::randn({kN, kN}), b = torch::randn({kN, kN});
+  torch::Tensor c = torch::mm(a, b);  // warm-up: pages, the pool's threads
+  torch::mm_out(c, a, b);
+  std::vector<double> seconds;
+  for (int i = 0; i < kRounds; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    torch::mm(a, b);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    torch::mm_out(c, a, b);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  SetBlasThreads(1);
-  return 2.0 * 512 * 512 * 512 / best;
+  SetBlasThreads(blas_threads);
+  std::nth_element(seconds.begin(), seconds.begin() + kRounds / 2, seconds.end());
+  return 2.0 * kN * kN * kN / seconds[kRounds / 2];
 }
 
 c10::Device TrainingDevice(DeviceType device, int local_rank) {
@@ -66,8 +97,16 @@ c10::Device TrainingDevice(DeviceType device, int local_rank) {
 }
 
 std::string DescribeTorchRuntime() {
+  std::string blas;
+  switch (LoadedBlasThreading()) {
+    case BlasThreading::kNotOpenBlas: blas = "BLAS not OpenBLAS"; break;
+    case BlasThreading::kSequential: blas = "OpenBLAS sequential"; break;
+    case BlasThreading::kPthreads: blas = "OpenBLAS on pthreads (GEMMs on 1 thread: install libopenblas0-openmp)"; break;
+    case BlasThreading::kOpenMp: blas = "OpenBLAS on OpenMP"; break;
+  }
+  if (LoadedBlasThreading() == BlasThreading::kPthreads) blas += ", " + std::to_string(BlasThreads()) + " BLAS threads";
   return std::string("LibTorch ") + TORCH_VERSION + ", " + std::to_string(at::get_num_threads()) +
-         " intra-op threads, oneDNN " + (at::globalContext().userEnabledMkldnn() ? "on" : "off");
+         " intra-op threads, " + blas + ", oneDNN " + (at::globalContext().userEnabledMkldnn() ? "on" : "off");
 }
 
 }  // namespace cornstarch

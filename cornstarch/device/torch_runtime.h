@@ -10,15 +10,24 @@
 
 namespace cornstarch {
 
-// Sets the intra-op thread count (0 = this process's share of the node's cores: cores / ranks_per_node) and
-// works around known defects of the running LibTorch. Returns the thread count in use.
+// How the loaded OpenBLAS (LibTorch's BLAS on Debian) runs its threads; kNotOpenBlas for any other BLAS.
+enum class BlasThreading { kNotOpenBlas, kSequential, kPthreads, kOpenMp };
+BlasThreading LoadedBlasThreading();
+
+// Sets the intra-op thread count (0 = this process's share of the node's cores: cores / ranks_per_node), the BLAS
+// threads (below) and works around known defects of the running LibTorch. Returns the thread count in use.
+// BLAS threads: OpenBLAS built on OpenMP shares LibTorch's OpenMP pool (a GEMM called inside a parallel region runs
+// on its caller's thread), so a large GEMM uses every intra-op thread; OpenBLAS on its own pthreads would spin beside
+// that pool (measured: the tiny run 3x slower), so it is pinned to one thread unless OPENBLAS_NUM_THREADS says
+// otherwise.
 int ConfigureTorchRuntime(int64_t num_threads, int ranks_per_node = 1);
 
-// Threads of OpenBLAS's own pool (when libblas.so.3 is OpenBLAS; a no-op otherwise). ConfigureTorchRuntime sets
-// 1, because intra-op parallelism comes from LibTorch's pool; benchmarks of plain BLAS-bound ops raise it.
+// Threads of OpenBLAS's own pool when it is the pthreads build (a no-op otherwise). Benchmarks of plain BLAS-bound
+// ops raise it.
 void SetBlasThreads(int threads);
 
-// fp32 GEMM rate (FLOP/s) of this process with its current threads: the MFU peak on CPUs.
+// fp32 GEMM rate (FLOP/s) of this process on all its intra-op threads: the MFU peak on CPUs. Large square GEMMs,
+// warmed up, the median of several: steady from run to run.
 double MeasureGemmFlops();
 
 // The device train.device names for the rank with this local rank: the CPU, or GPU `local_rank`. Throws Error

@@ -10,6 +10,7 @@
 #include "cornstarch/plan/bitfield_mask.h"
 #include "cornstarch/plan/tile_mask.h"
 #include "cornstarch/base/check.h"
+#include "cornstarch/device/profile_scopes.h"
 #include "kernels/bitfield_attention_cuda.h"
 
 namespace cornstarch {
@@ -157,6 +158,7 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
                                                                   const torch::Tensor& words_in,
                                                                   const BitfieldAttentionOptions& o,
                                                                   BitfieldAttentionStats* stats) {
+  RECORD_USER_SCOPE(scope::kAttention);
   CheckInputs(q_in, k_in, v_in, words_in, o);
   torch::NoGradGuard no_grad;
   const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
@@ -221,6 +223,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
     const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in, const torch::Tensor& words_in,
     const torch::Tensor& out_in, const torch::Tensor& lse_in, const torch::Tensor& dout_in,
     const BitfieldAttentionOptions& o) {
+  RECORD_USER_SCOPE(scope::kAttention);
   CheckInputs(q_in, k_in, v_in, words_in, o);
   torch::NoGradGuard no_grad;
   const torch::Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();

@@ -39,6 +39,11 @@ MfuMeter::MfuMeter(const LoggingConfig& logging, const c10::Device& device, int 
   } else {
     peak_flops_ = MeasureGemmFlops();
   }
+  if (reports && !device.is_cuda()) {
+    spdlog::info("MFU peak: {:.0f} GFLOP/s per rank{} ({} threads)", peak_flops_ / 1e9,
+                 logging.peak_tflops > 0 ? ", logging.peak_tflops" : ", this rank's fp32 GEMM rate measured now",
+                 at::get_num_threads());
+  }
   if (reports && device.is_cuda()) {
     spdlog::info("training on {} GPU(s) like rank 0's {} (peak {:.0f} TFLOP/s for MFU)", world_size, gpu,
                  peak_flops_ / 1e12);

@@ -2,7 +2,7 @@
 // trainable layer, F for a frozen one that passes gradients back, 0 otherwise), LLM attention over the pairs the
 // mask allows, encoders once per image or clip (real data has any number per sequence), the LLM once per sequence.
 // The peak is one rank's: logging.peak_tflops when set; else on a GPU its listed dense bf16 peak, on the CPU the
-// measured fp32 GEMM rate.
+// measured fp32 GEMM rate of the rank's threads (see MeasureGemmFlops), logged at start.
 #pragma once
 
 #include <c10/core/Device.h>

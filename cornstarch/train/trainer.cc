@@ -11,6 +11,7 @@
 #include "cornstarch/data/loader.h"
 #include "cornstarch/data/synthetic_layout.h"
 #include "cornstarch/device/cuda_device.h"
+#include "cornstarch/device/profile_scopes.h"
 #include "cornstarch/device/torch_runtime.h"
 #include "cornstarch/dist/nccl_communicator.h"
 #include "cornstarch/dist/runtime.h"
@@ -124,7 +125,10 @@ StepMetrics Trainer::Step() {
   Communicator& dp = runtime_.group(Axis::kDP);
 
   const double t0 = TraceRecorder::NowUs();
-  const StepData data = Prepare(*loader_);
+  const StepData data = [&] {
+    RECORD_USER_SCOPE(scope::kData);
+    return Prepare(*loader_);
+  }();
   const double targets = SumOver(dp, data.targets);  // the loss is per labelled token of the global batch
   m.tokens = static_cast<int64_t>(SumOver(dp, data.tokens));
 
@@ -134,18 +138,24 @@ StepMetrics Trainer::Step() {
   m.loss = SumOver(runtime_.world(), stage_loss) / targets;
 
   const double t2 = TraceRecorder::NowUs();
-  grad_sync_->Finish();
+  {
+    RECORD_USER_SCOPE(scope::kGradSync);
+    grad_sync_->Finish();
+  }
 
   const double t3 = TraceRecorder::NowUs();
-  // Each parameter lives on one stage (and, sharded, each element on one replica): the global norm adds the
-  // stages' squared norms once.
-  const std::vector<torch::Tensor> grads = grad_sync_->grads();
-  m.grad_norm = std::sqrt(SumOver(runtime_.group(Axis::kPP), grad_sync_->SquaredNorm()));
-  const double factor = ClipFactor(m.grad_norm, config_.train.grad_clip_norm);
-  if (factor < 1.0) ScaleGrads(grads, factor);
-  optimizer_->Step(m.lr, grads);
-  grad_sync_->GatherParams();
-  grad_sync_->ZeroGrad();
+  {
+    RECORD_USER_SCOPE(scope::kOptimizer);
+    // Each parameter lives on one stage (and, sharded, each element on one replica): the global norm adds the
+    // stages' squared norms once.
+    const std::vector<torch::Tensor> grads = grad_sync_->grads();
+    m.grad_norm = std::sqrt(SumOver(runtime_.group(Axis::kPP), grad_sync_->SquaredNorm()));
+    const double factor = ClipFactor(m.grad_norm, config_.train.grad_clip_norm);
+    if (factor < 1.0) ScaleGrads(grads, factor);
+    optimizer_->Step(m.lr, grads);
+    grad_sync_->GatherParams();
+    grad_sync_->ZeroGrad();
+  }
   if (traced) {
     trace_.Phase(TracePhase::kData, m.step, t0, t1);
     trace_.Actions(executor_->timings(), m.step, t1);
