@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "cornstarch/model/lm_loss.h"
 #include "cornstarch/plan/model_spec.h"
 #include "cornstarch/base/check.h"
 
@@ -119,5 +120,13 @@ LmHead::LmHead(const LlmConfig& cfg) {
 }
 
 torch::Tensor LmHead::Forward(const torch::Tensor& x, ForwardContext&) { return out_(norm_(x)); }
+
+torch::Tensor LmHead::LossSum(const torch::Tensor& x, const torch::Tensor& labels) {
+  const torch::Tensor flat = labels.reshape({-1});
+  const torch::Tensor rows = flat.ne(-100).nonzero().squeeze(1);
+  // RMSNorm is per row: normalising only the labelled rows is exact.
+  const torch::Tensor h = norm_(x.reshape({-1, x.size(-1)}).index_select(0, rows));
+  return LinearCrossEntropySum(h, out_->weight, flat.index_select(0, rows));
+}
 
 }  // namespace cornstarch

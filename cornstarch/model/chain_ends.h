@@ -72,7 +72,10 @@ class TokenEmbed : public Layer {
 class LmHead : public Layer {
  public:
   explicit LmHead(const LlmConfig& cfg);
-  torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
+  torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;  // logits [B, S, vocab]
+  // The summed cross-entropy of Forward(x) at the positions with labels != -100, computing only their logits
+  // (model/lm_loss.h).
+  torch::Tensor LossSum(const torch::Tensor& x, const torch::Tensor& labels);
 
  private:
   RMSNorm norm_{nullptr};

@@ -117,6 +117,15 @@ torch::Tensor MultimodalModel::TokenLossSum(const torch::Tensor& logits, const t
                           F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
 }
 
+torch::Tensor MultimodalModel::HeadLossSum(const torch::Tensor& x, const Batch& batch) {
+  const int head = spec_.chains[spec_.llm_chain()].end - 1;
+  CS_CHECK(layers_.at(head), "layer ", spec_.layers[head].name, " is not built in this process");
+  auto& lm_head = dynamic_cast<LmHead&>(*layers_[head]);
+  if (spec_.layers[head].needs_graph) return lm_head.LossSum(x, batch.labels);
+  torch::NoGradGuard no_grad;
+  return lm_head.LossSum(x, batch.labels);
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> MultimodalModel::Named(bool buffers) const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (size_t i = 0; i < layers_.size(); ++i) {

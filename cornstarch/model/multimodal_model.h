@@ -46,6 +46,10 @@ class MultimodalModel {
   // Sum of the token cross-entropies over labelled positions (labels != -100).
   static torch::Tensor TokenLossSum(const torch::Tensor& logits, const torch::Tensor& labels);
 
+  // TokenLossSum(head(x), batch.labels) from the LM head's input x, computing only the labelled positions' logits,
+  // a chunk at a time (LmHead::LossSum): what training and evaluation use. REQUIRES: the head is built.
+  torch::Tensor HeadLossSum(const torch::Tensor& x, const Batch& batch);
+
   // ("encoder.vision.block.0.qkv.weight", tensor) for every parameter of the built layers, in layer order.
   std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() const { return Named(false); }
   std::vector<torch::Tensor> TrainableParameters() const;

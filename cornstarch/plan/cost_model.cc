@@ -17,7 +17,7 @@ double TransformerBlockFlops(double tokens, double d, double ff, double attn_inn
 }  // namespace
 
 std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
-                                         double llm_attention_pairs) {
+                                         double llm_attention_pairs, double labelled_tokens) {
   std::vector<double> flops(spec.layers.size(), 0.0);
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ChainSpec& chain = spec.chains[c];
@@ -30,7 +30,7 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
         const double s = static_cast<double>(seq_len), d = static_cast<double>(l.hidden_size);
         const double kv = static_cast<double>(l.num_kv_heads * (l.hidden_size / l.num_heads));
         if (pos == 0) f = s * d;  // embedding gather and scatter
-        else if (pos == last) f = 2 * s * d * static_cast<double>(l.vocab_size);
+        else if (pos == last) f = 2 * (labelled_tokens >= 0 ? labelled_tokens : s) * d * static_cast<double>(l.vocab_size);
         else {
           const double pairs = llm_attention_pairs >= 0 ? llm_attention_pairs : s * (s + 1) / 2;
           f = TransformerBlockFlops(s, d, static_cast<double>(l.intermediate_size), d, kv, pairs, 3);

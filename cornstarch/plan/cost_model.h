@@ -19,9 +19,10 @@ struct LayerCost {
 
 // Forward FLOPs of every layer of `spec` for one sample of `seq_len` LLM tokens (encoder inputs per their config).
 // LLM attention counts `llm_attention_pairs` allowed (query, key) pairs per sample, by default the causal half of
-// the score matrix; the trainer passes the pairs its batches' bitfield masks actually allow.
+// the score matrix; the trainer passes the pairs its batches' bitfield masks actually allow. The LM head counts
+// `labelled_tokens` rows of logits per sample (training computes only those), by default all seq_len.
 std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
-                                         double llm_attention_pairs = -1);
+                                         double llm_attention_pairs = -1, double labelled_tokens = -1);
 
 // What one layer costs in memory, for placement: its parameters, and the activation bytes one microbatch keeps
 // between its forward and backward (0 without an autograd graph). fp32, as the trainer runs; activations are

@@ -128,6 +128,7 @@ void PipelineExecutor::Forward(int mb, const Batch& batch, double loss_scale) {
     const auto it = from_layer.find(spec.chains[c].end - 1);
     if (it != from_layer.end()) f.ctx.features[c] = it->second;
   }
+  const bool last = stage_ == plan_.graph.last();
   torch::Tensor x;
   for (const LayerRun& run : runs_) {
     const ChainSpec& chain = spec.chains[run.chain];
@@ -139,11 +140,13 @@ void PipelineExecutor::Forward(int mb, const Batch& batch, double loss_scale) {
       CS_CHECK(it != from_layer.end(), "stage ", stage_, " has no input for ", spec.layers[run.begin].name);
       x = it->second;
     }
-    x = model_.RunLayers(run.chain, run.begin, run.end, x, batch, f.ctx);
+    // The last stage stops before the LM head: the loss applies the head to the labelled positions only.
+    const int end = last && run.chain == llm && run.end == chain.end ? run.end - 1 : run.end;
+    x = model_.RunLayers(run.chain, run.begin, end, x, batch, f.ctx);
     if (encoder && run.end == chain.end) f.ctx.features[run.chain] = x;
   }
-  if (stage_ == plan_.graph.last()) {
-    const torch::Tensor loss = MultimodalModel::TokenLossSum(x, batch.labels);
+  if (last) {
+    const torch::Tensor loss = model_.HeadLossSum(x, batch);
     loss_sum_ += loss.item<double>();
     f.loss = loss / loss_scale;
   } else {

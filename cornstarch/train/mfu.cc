@@ -16,7 +16,9 @@ double BatchFlops(const ModelConfig& config, const ModelSpec& spec, const Batch&
   const torch::Tensor words = batch.mask_words.contiguous();
   double pairs = 0;
   for (int64_t i = 0; i < b; ++i) pairs += TileMask(words[i].data_ptr<int64_t>(), s, s, s).allowed_pairs();
-  const std::vector<LayerCost> costs = FrozenAwareCosts(spec, EstimateForwardFlops(config, spec, s, pairs / b));
+  const double labelled = batch.labels.ne(-100).sum().item<double>();
+  const std::vector<LayerCost> costs =
+      FrozenAwareCosts(spec, EstimateForwardFlops(config, spec, s, pairs / b, labelled / b));
   double flops = 0;
   for (size_t l = 0; l < costs.size(); ++l) {
     const int chain = spec.layers[l].chain;

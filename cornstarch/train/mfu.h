@@ -1,6 +1,7 @@
 // Model FLOPs utilisation. A batch's FLOPs are what this model executes for it: frozen-aware backward (2F for a
 // trainable layer, F for a frozen one that passes gradients back, 0 otherwise), LLM attention over the pairs the
-// mask allows, encoders once per image or clip (real data has any number per sequence), the LLM once per sequence.
+// mask allows, the LM head at the labelled positions only (the loss computes no other logits), encoders once per
+// image or clip (real data has any number per sequence), the LLM once per sequence.
 // The peak is one rank's: logging.peak_tflops when set; else on a GPU its listed dense bf16 peak, on the CPU the
 // measured fp32 GEMM rate of the rank's threads (see MeasureGemmFlops), logged at start.
 #pragma once

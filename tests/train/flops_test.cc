@@ -48,12 +48,17 @@ TEST_CASE("step FLOPs equal a hand count: frozen-aware backward, allowed attenti
   const double embed = 24.0 * 32;
   const double llm_proj = 2.0 * 24 * 32 * (32 + 16 + 16 + 32);       // q, k, v (1 kv head of 16), o
   const double llm_mlp = 2.0 * 24 * 32 * 64 * 3;                     // gate, up, down
-  const double head = 2.0 * 24 * 32 * 64;
+  // The head makes logits at the labelled positions only (the fused loss), counted label by label.
+  double labelled = 0;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 24; ++i) labelled += batch.labels[b][i].item<int64_t>() != -100;
+  REQUIRE(labelled > 0);
+  const double head = 2.0 * labelled * 32 * 64;
   // Backward: frozen encoder (nothing trainable before it) 0; projector, embed, block and head train: 2F.
   // Attention enters per sequence with that sequence's allowed pairs: 4 * pairs * width.
   const double per_sample_without_attention = patch + enc_block + enc_norm + 3 * projector + 3 * embed +
-                                              3 * (llm_proj + llm_mlp) + 3 * head;
-  const double expected = 2 * per_sample_without_attention + 3 * 4.0 * pairs * 32;
+                                              3 * (llm_proj + llm_mlp);
+  const double expected = 2 * per_sample_without_attention + 3 * head + 3 * 4.0 * pairs * 32;
   CHECK(BatchFlops(c.model, trainer.model().spec(), batch) == Approx(expected).epsilon(1e-12));
   // Encoder and projector run once per image: a batch with a third image counts them once more.
   Batch three = batch;
