@@ -2,7 +2,7 @@
 // the FLOP/s reached (and as MFU of the measured GEMM rate), and the share of step time in GEMMs (matrix products and
 // convolutions, forward and backward), the LLM's attention kernel, the optimizer (grad norm, clipping, AdamW), data
 // (waiting for the prepared microbatches) and everything else (element-wise ops, norms, copies, autograd), with the
-// costliest of those other ops by name.
+// costliest of those other ops, and of the ops inside the attention kernel, by name.
 //
 // How: a RecordFunction callback on the training thread sees every LibTorch op and cornstarch's own scopes
 // (device/profile_scopes.h). Each op's self time (its wall time less the ops nested in it) is charged once, to the
@@ -64,7 +64,8 @@ struct Ledger {
   std::thread::id thread;
   std::vector<Frame> stack;
   double seconds[static_cast<int>(Part::kCount)] = {};
-  std::map<std::string, double> other;  // self seconds of the "other" ops by name
+  std::map<std::string, double> other;      // self seconds of the "other" ops by name
+  std::map<std::string, double> attention;  // self seconds of the ops inside the attention kernel by name
   bool on = false;
 };
 Ledger ledger;
@@ -89,6 +90,7 @@ void OnEnd(const at::RecordFunction&, at::ObserverContext*) {
   if (part == Part::kCount) part = IsGemm(f.name) ? Part::kGemm : Part::kOther;
   ledger.seconds[static_cast<int>(part)] += self;
   if (part == Part::kOther) ledger.other[f.name] += self;
+  if (part == Part::kAttention) ledger.attention[f.name] += self;
 }
 
 int Main(int argc, char** argv) {
@@ -137,14 +139,18 @@ int Main(int argc, char** argv) {
     std::printf("%-12s %10.1f %6.1f%%\n", kPartNames[p], ledger.seconds[p] / steps * 1e3,
                 100 * ledger.seconds[p] / step_seconds);
   }
-  std::vector<std::pair<double, std::string>> others;
-  for (const auto& [name, s] : ledger.other) others.emplace_back(s, name);
-  std::sort(others.rbegin(), others.rend());
-  std::printf("\ncostliest other ops (self time):\n");
-  for (size_t i = 0; i < std::min<size_t>(12, others.size()); ++i) {
-    std::printf("  %-40s %8.1f ms/step %5.1f%%\n", others[i].second.c_str(), others[i].first / steps * 1e3,
-                100 * others[i].first / step_seconds);
-  }
+  const auto costliest = [&](const char* title, const std::map<std::string, double>& ops) {
+    std::vector<std::pair<double, std::string>> sorted;
+    for (const auto& [name, s] : ops) sorted.emplace_back(s, name);
+    std::sort(sorted.rbegin(), sorted.rend());
+    std::printf("\n%s (self time):\n", title);
+    for (size_t i = 0; i < std::min<size_t>(10, sorted.size()); ++i) {
+      std::printf("  %-40s %8.1f ms/step %5.1f%%\n", sorted[i].second.c_str(), sorted[i].first / steps * 1e3,
+                  100 * sorted[i].first / step_seconds);
+    }
+  };
+  costliest("costliest other ops", ledger.other);
+  costliest("inside the attention kernel", ledger.attention);
   return 0;
 }
 

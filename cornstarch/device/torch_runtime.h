@@ -19,7 +19,7 @@ BlasThreading LoadedBlasThreading();
 // BLAS threads: OpenBLAS built on OpenMP shares LibTorch's OpenMP pool (a GEMM called inside a parallel region runs
 // on its caller's thread), so a large GEMM uses every intra-op thread; OpenBLAS on its own pthreads would spin beside
 // that pool (measured: the tiny run 3x slower), so it is pinned to one thread unless OPENBLAS_NUM_THREADS says
-// otherwise.
+// otherwise. glibc's malloc keeps freed activation memory for the next step instead of unmapping it.
 int ConfigureTorchRuntime(int64_t num_threads, int ranks_per_node = 1);
 
 // Threads of OpenBLAS's own pool when it is the pthreads build (a no-op otherwise). Benchmarks of plain BLAS-bound

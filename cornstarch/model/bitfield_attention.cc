@@ -251,58 +251,79 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
   torch::Tensor dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
   const int64_t nk = (n + o.tile_k - 1) / o.tile_k;
 
-  // dQ: by query tile.
-  ForEachQueryTile(B, H, n, plans, o, [&](int64_t b, int64_t h, int64_t qt, int64_t q0, int64_t rows) {
-    const TileMask& plan = plans[b];
-    const std::vector<Segment> row_segs = {{qt, q0, rows, 0}};
-    const torch::Tensor qs = q[b][h].narrow(0, q0, rows) * scale;
-    const torch::Tensor d_o = dout[b][h].narrow(0, q0, rows);
-    const torch::Tensor row_lse = lse[b][h].narrow(0, q0, rows), row_delta = delta[b][h].narrow(0, q0, rows);
-    const torch::Tensor kb = k[b][h / group], vb = v[b][h / group];
-    torch::Tensor dq_t = torch::zeros({rows, D}, q.options());
-    for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
-      const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
-      torch::Tensor p = torch::mm(qs, kc.t());
-      MaskScores(p, row_segs, cols, words[b].data_ptr<int64_t>(), plan);
-      ProbabilitiesFromLse(p, row_lse);
-      const torch::Tensor ds = p * (torch::mm(d_o, vc.t()) - row_delta.unsqueeze(1));
-      dq_t.addmm_(ds, kc);
-    }
-    dq[b][h].narrow(0, q0, rows).copy_(dq_t.mul_(scale));
-  });
-
-  // dK, dV: by key tile, summing over the query heads that share the kv head.
-  at::parallel_for(0, B * Hkv * nk, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / (Hkv * nk), hk = (task / nk) % Hkv, kt = task % nk;
+  // With at least two (sample, kv head) pairs per thread, one task per pair walks all its key tiles and owns its
+  // dQ rows too: dQ comes from the same probabilities as dK and dV (5 GEMMs per tile pair, one exp). With fewer,
+  // tasks are (sample, kv head, key tile), so dQ rows would be shared between threads: a pass of its own by query
+  // tile computes them (7 GEMMs, two exps), as FlashAttention-2 does without atomics.
+  const bool fused = B * Hkv >= 2 * static_cast<int64_t>(at::get_num_threads());
+  if (!fused) {
+    ForEachQueryTile(B, H, n, plans, o, [&](int64_t b, int64_t h, int64_t qt, int64_t q0, int64_t rows) {
       const TileMask& plan = plans[b];
-      std::vector<int32_t> queries;
-      for (int32_t qt : plan.queries_of(kt)) {
-        if (Selected(o, b, qt)) queries.push_back(qt);
+      const std::vector<Segment> row_segs = {{qt, q0, rows, 0}};
+      const torch::Tensor qs = q[b][h].narrow(0, q0, rows) * scale;
+      const torch::Tensor d_o = dout[b][h].narrow(0, q0, rows);
+      const torch::Tensor row_lse = lse[b][h].narrow(0, q0, rows), row_delta = delta[b][h].narrow(0, q0, rows);
+      const torch::Tensor kb = k[b][h / group], vb = v[b][h / group];
+      torch::Tensor dq_t = torch::zeros({rows, D}, q.options());
+      for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
+        const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
+        torch::Tensor p = torch::mm(qs, kc.t());
+        MaskScores(p, row_segs, cols, words[b].data_ptr<int64_t>(), plan);
+        ProbabilitiesFromLse(p, row_lse);
+        const torch::Tensor ds = p * (torch::mm(d_o, vc.t()) - row_delta.unsqueeze(1));
+        dq_t.addmm_(ds, kc);
       }
-      if (queries.empty()) continue;
-      const int64_t k0 = kt * o.tile_k, cols = std::min(o.tile_k, n - k0);
-      const std::vector<Segment> col_segs = {{kt, k0, cols, 0}};
-      const torch::Tensor kt_rows = k[b][hk].narrow(0, k0, cols), vt_rows = v[b][hk].narrow(0, k0, cols);
-      torch::Tensor dk_t = torch::zeros({cols, D}, q.options()), dv_t = torch::zeros({cols, D}, q.options());
-      const auto chunks = Chunks(queries, o.tile_q, n, o.chunk);
-      for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-        for (const std::vector<Segment>& rows : chunks) {
-          const torch::Tensor qs = Gather(q[b][h], rows) * scale;
-          const torch::Tensor d_o = Gather(dout[b][h], rows);
-          const torch::Tensor row_lse = Gather1d(lse[b][h], rows), row_delta = Gather1d(delta[b][h], rows);
-          torch::Tensor p = torch::mm(qs, kt_rows.t());  // [query rows, cols]
-          MaskScores(p, rows, col_segs, words[b].data_ptr<int64_t>(), plan);
-          ProbabilitiesFromLse(p, row_lse);
-          dv_t.addmm_(p.t(), d_o);
-          const torch::Tensor ds = p * (torch::mm(d_o, vt_rows.t()) - row_delta.unsqueeze(1));
-          dk_t.addmm_(ds.t(), qs);  // qs carries the scale
+      dq[b][h].narrow(0, q0, rows).copy_(dq_t.mul_(scale));
+    });
+  }
+
+  // dK, dV of key tile kt of kv head hk, summing over the query heads that share it; fused, dQ as well.
+  const auto key_tile = [&](int64_t b, int64_t hk, int64_t kt) {
+    const TileMask& plan = plans[b];
+    std::vector<int32_t> queries;
+    for (int32_t qt : plan.queries_of(kt)) {
+      if (Selected(o, b, qt)) queries.push_back(qt);
+    }
+    if (queries.empty()) return;
+    const int64_t k0 = kt * o.tile_k, cols = std::min(o.tile_k, n - k0);
+    const std::vector<Segment> col_segs = {{kt, k0, cols, 0}};
+    const torch::Tensor kt_rows = k[b][hk].narrow(0, k0, cols), vt_rows = v[b][hk].narrow(0, k0, cols);
+    torch::Tensor dk_t = torch::zeros({cols, D}, q.options()), dv_t = torch::zeros({cols, D}, q.options());
+    const auto chunks = Chunks(queries, o.tile_q, n, o.chunk);
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+      for (const std::vector<Segment>& rows : chunks) {
+        const torch::Tensor qs = Gather(q[b][h], rows) * scale;
+        const torch::Tensor d_o = Gather(dout[b][h], rows);
+        const torch::Tensor row_lse = Gather1d(lse[b][h], rows), row_delta = Gather1d(delta[b][h], rows);
+        torch::Tensor p = torch::mm(qs, kt_rows.t());  // [query rows, cols]
+        MaskScores(p, rows, col_segs, words[b].data_ptr<int64_t>(), plan);
+        ProbabilitiesFromLse(p, row_lse);
+        dv_t.addmm_(p.t(), d_o);
+        const torch::Tensor ds = p * (torch::mm(d_o, vt_rows.t()) - row_delta.unsqueeze(1));
+        dk_t.addmm_(ds.t(), qs);  // qs carries the scale
+        if (fused) {
+          const torch::Tensor dq_rows = torch::mm(ds, kt_rows);  // unscaled: dq is scaled once at the end
+          for (const Segment& r : rows) {
+            dq[b][h].narrow(0, r.begin, r.length).add_(dq_rows.narrow(0, r.offset, r.length));
+          }
         }
       }
-      dk[b][hk].narrow(0, k0, cols).copy_(dk_t);
-      dv[b][hk].narrow(0, k0, cols).copy_(dv_t);
     }
-  });
+    dk[b][hk].narrow(0, k0, cols).copy_(dk_t);
+    dv[b][hk].narrow(0, k0, cols).copy_(dv_t);
+  };
+  if (fused) {
+    at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t task = begin; task < end; ++task) {
+        for (int64_t kt = 0; kt < nk; ++kt) key_tile(task / Hkv, task % Hkv, kt);
+      }
+    });
+    dq.mul_(scale);
+  } else {
+    at::parallel_for(0, B * Hkv * nk, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t task = begin; task < end; ++task) key_tile(task / (Hkv * nk), (task / nk) % Hkv, task % nk);
+    });
+  }
   return {dq, dk, dv};
 }
 

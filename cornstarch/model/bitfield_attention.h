@@ -1,9 +1,10 @@
 // Attention under the bitfield mask on CPU, flash-style: queries and keys in tiles, tiles with nothing allowed
 // skipped entirely (TileMask), partially allowed tiles masked per element, full tiles unmasked; an online
 // softmax in fp32 over chunks of allowed key tiles, so memory is O(tile x chunk) per thread, never N x N.
-// Backward recomputes the probabilities from the saved log-sum-exp: one pass over query tiles for dQ, one over
-// key tiles for dK and dV (no write conflicts between threads). Parallel over (batch, head, tile) with LibTorch's
-// intra-op threads. Grouped-query attention: query head h reads kv head h / (H / Hkv).
+// Backward recomputes the probabilities from the saved log-sum-exp, by key tile for dK and dV, with dQ in the same
+// pass when each thread has whole (sample, kv head) pairs to itself, else in a pass of its own by query tile (no
+// write conflicts between threads either way). Parallel over (batch, head, tile) with LibTorch's intra-op threads.
+// Grouped-query attention: query head h reads kv head h / (H / Hkv).
 // Rows with nothing allowed (padding) produce exact zeros and zero gradients.
 #pragma once
 

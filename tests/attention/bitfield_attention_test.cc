@@ -69,6 +69,7 @@ struct Case {
 }  // namespace
 
 TEST_CASE("bitfield attention matches the dense float64 reference, forward and backward", "[attention]") {
+  // 2 threads, batch 2: one kv head runs the two-pass backward, 2 or more the fused one (dQ with dK, dV).
   ConfigureTorchRuntime(2);
   std::mt19937 rng(11);
   const std::vector<Case> cases = {
@@ -178,29 +179,34 @@ TEST_CASE("instance isolation keeps two images apart while text sees both", "[at
 TEST_CASE("a query-tile selection computes exactly those rows and their share of dK, dV", "[attention]") {
   // Two complementary selections must reproduce the full kernel row by row, and their dK/dV must add up to it:
   // what context parallelism relies on.
-  const int64_t n = 320, D = 8;
-  const std::vector<int64_t> w = BuildMaskWords({{kTextToken, 40}, {0, 150}, {kTextToken, 100}, {kPadToken, 30}}, 1);
-  const torch::Tensor words = torch::tensor(w).reshape({1, n});
-  torch::manual_seed(3);
-  const torch::Tensor q = torch::randn({1, 2, n, D}), k = torch::randn({1, 1, n, D}), v = torch::randn({1, 1, n, D});
-  const torch::Tensor dout = torch::randn({1, 2, n, D});
-  const auto [out, lse] = BitfieldAttentionForward(q, k, v, words);
-  const auto [dq, dk, dv] = BitfieldAttentionBackward(q, k, v, words, out, lse, dout);
-  BitfieldAttentionOptions even, odd;
-  even.query_tiles = {{1, 0, 1, 0, 1}};
-  odd.query_tiles = {{0, 1, 0, 1, 0}};
-  const torch::Tensor rows_even = torch::arange(n).div(64, "floor").remainder(2).eq(0).view({1, 1, n, 1});
-  torch::Tensor sum_dk = torch::zeros_like(dk), sum_dv = torch::zeros_like(dv);
-  for (const auto* o : {&even, &odd}) {
-    const torch::Tensor mine = o == &even ? rows_even : rows_even.logical_not();
-    const auto [o_out, o_lse] = BitfieldAttentionForward(q, k, v, words, *o);
-    CHECK(torch::allclose(o_out, torch::where(mine, out, torch::zeros_like(out)), 1e-5, 1e-6));
-    // Upstream gradients of the other rows are zero, as a CP rank sees them.
-    const torch::Tensor d = torch::where(mine, dout, torch::zeros_like(dout));
-    const auto [o_dq, o_dk, o_dv] = BitfieldAttentionBackward(q, k, v, words, o_out, o_lse, d, *o);
-    CHECK(torch::allclose(o_dq, torch::where(mine, dq, torch::zeros_like(dq)), 1e-5, 1e-6));
-    sum_dk += o_dk, sum_dv += o_dv;
+  // Two kv heads: 1 thread runs the fused backward, 2 threads the two-pass one.
+  for (const int threads : {1, 2}) {
+    INFO(threads << " threads");
+    at::set_num_threads(threads);
+    const int64_t n = 320, D = 8;
+    const std::vector<int64_t> w = BuildMaskWords({{kTextToken, 40}, {0, 150}, {kTextToken, 100}, {kPadToken, 30}}, 1);
+    const torch::Tensor words = torch::tensor(w).reshape({1, n});
+    torch::manual_seed(3);
+    const torch::Tensor q = torch::randn({1, 4, n, D}), k = torch::randn({1, 2, n, D}), v = torch::randn({1, 2, n, D});
+    const torch::Tensor dout = torch::randn({1, 4, n, D});
+    const auto [out, lse] = BitfieldAttentionForward(q, k, v, words);
+    const auto [dq, dk, dv] = BitfieldAttentionBackward(q, k, v, words, out, lse, dout);
+    BitfieldAttentionOptions even, odd;
+    even.query_tiles = {{1, 0, 1, 0, 1}};
+    odd.query_tiles = {{0, 1, 0, 1, 0}};
+    const torch::Tensor rows_even = torch::arange(n).div(64, "floor").remainder(2).eq(0).view({1, 1, n, 1});
+    torch::Tensor sum_dk = torch::zeros_like(dk), sum_dv = torch::zeros_like(dv);
+    for (const auto* o : {&even, &odd}) {
+      const torch::Tensor mine = o == &even ? rows_even : rows_even.logical_not();
+      const auto [o_out, o_lse] = BitfieldAttentionForward(q, k, v, words, *o);
+      CHECK(torch::allclose(o_out, torch::where(mine, out, torch::zeros_like(out)), 1e-5, 1e-6));
+      // Upstream gradients of the other rows are zero, as a CP rank sees them.
+      const torch::Tensor d = torch::where(mine, dout, torch::zeros_like(dout));
+      const auto [o_dq, o_dk, o_dv] = BitfieldAttentionBackward(q, k, v, words, o_out, o_lse, d, *o);
+      CHECK(torch::allclose(o_dq, torch::where(mine, dq, torch::zeros_like(dq)), 1e-5, 1e-6));
+      sum_dk += o_dk, sum_dv += o_dv;
+    }
+    CHECK(torch::allclose(sum_dk, dk, 1e-4, 1e-5));
+    CHECK(torch::allclose(sum_dv, dv, 1e-4, 1e-5));
   }
-  CHECK(torch::allclose(sum_dk, dk, 1e-4, 1e-5));
-  CHECK(torch::allclose(sum_dv, dv, 1e-4, 1e-5));
 }

@@ -335,7 +335,8 @@ TEST_CASE("activation checkpointing recomputes the blocks and leaves every gradi
   }
 }
 
-TEST_CASE("the fused head loss equals float64 cross-entropy of the full logits, with its gradients", "[model][loss]") {
+TEST_CASE("the fused head loss equals float64 cross-entropy of the full logits, gradients included",
+          "[model][loss]") {
   // Tolerance: fp32 against float64, 1e-5 relative (sums of 13 rows over 37 classes).
   torch::manual_seed(3);
   const int64_t m = 13, d = 8, vocab = 37;
@@ -364,7 +365,8 @@ TEST_CASE("the fused head loss equals float64 cross-entropy of the full logits, 
   CHECK(loss.item<double>() == Approx(ref.item<double>()).epsilon(1e-5));
 }
 
-TEST_CASE("the head loss at the labelled rows equals TokenLossSum of the full logits, gradients included", "[model][loss]") {
+TEST_CASE("the head loss at the labelled rows equals TokenLossSum of the full logits, gradients included",
+          "[model][loss]") {
   // Tolerance: both fp32 in different summation orders: the loss 1e-5 relative, gradients 1e-4 relative + 1e-6.
   for (const bool llm_frozen : {false, true}) {
     INFO("llm frozen: " << llm_frozen);
