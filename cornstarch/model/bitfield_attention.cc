@@ -95,20 +95,42 @@ bool Selected(const BitfieldAttentionOptions& o, int64_t b, int64_t qt) {
   return o.query_tiles.empty() || o.query_tiles[b][qt] != 0;
 }
 
-// Runs fn(b, h, qt, q0, rows) in parallel for every selected (batch, head, query tile) with something allowed;
-// rows of the tile are [q0, q0 + rows).
+// Runs fn(b, hk, qt, q0, rows) in parallel for every selected (batch, kv head, query tile) with something allowed;
+// rows of the tile are [q0, q0 + rows). The query heads sharing kv head hk are processed together (GroupRows).
 template <class Fn>
-void ForEachQueryTile(int64_t batch, int64_t heads, int64_t n, const std::vector<TileMask>& plans,
+void ForEachQueryTile(int64_t batch, int64_t kv_heads, int64_t n, const std::vector<TileMask>& plans,
                       const BitfieldAttentionOptions& o, const Fn& fn) {
   const int64_t nq = (n + o.tile_q - 1) / o.tile_q;
-  at::parallel_for(0, batch * heads * nq, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, batch * kv_heads * nq, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / (heads * nq), h = (task / nq) % heads, qt = task % nq;
+      const int64_t b = task / (kv_heads * nq), hk = (task / nq) % kv_heads, qt = task % nq;
       if (plans[b].keys_of(qt).empty() || !Selected(o, b, qt)) continue;
       const int64_t q0 = qt * o.tile_q;
-      fn(b, h, qt, q0, std::min(o.tile_q, n - q0));
+      fn(b, hk, qt, q0, std::min(o.tile_q, n - q0));
     }
   });
+}
+
+// Rows [q0, q0 + rows) of the `group` query heads of kv head hk in sample b of x ([B, H, n, ...]), stacked into one
+// matrix [group * rows, ...] (head-major): the grouped heads share every key chunk, so each GEMM is group times
+// taller, and the mask applies to each head's rows alike (GroupSegments).
+torch::Tensor GroupRows(const torch::Tensor& x, int64_t b, int64_t hk, int64_t group, int64_t q0, int64_t rows) {
+  const torch::Tensor part = x[b].narrow(0, hk * group, group).narrow(1, q0, rows);
+  return x.dim() == 4 ? part.reshape({group * rows, x.size(3)}) : part.reshape({group * rows});
+}
+
+// Writes `grouped` ([group * rows, ...], as GroupRows lays it out) back into x.
+void UngroupRows(const torch::Tensor& x, const torch::Tensor& grouped, int64_t b, int64_t hk, int64_t group,
+                 int64_t q0, int64_t rows) {
+  torch::Tensor part = x[b].narrow(0, hk * group, group).narrow(1, q0, rows);
+  part.copy_(grouped.view(part.sizes()));
+}
+
+// The row segments of query tile qt for GroupRows' layout: one per head.
+std::vector<Segment> GroupSegments(int64_t qt, int64_t q0, int64_t rows, int64_t group) {
+  std::vector<Segment> segs;
+  for (int64_t g = 0; g < group; ++g) segs.push_back({qt, q0, rows, g * rows});
+  return segs;
 }
 
 void CheckInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& words,
@@ -178,22 +200,23 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
   torch::Tensor lse = torch::full({B, H, n}, kNegInf, q.options());
   std::atomic<int64_t> computed{0}, full{0};
 
-  ForEachQueryTile(B, H, n, plans, o, [&](int64_t b, int64_t h, int64_t qt, int64_t q0, int64_t rows) {
+  ForEachQueryTile(B, Hkv, n, plans, o, [&](int64_t b, int64_t hk, int64_t qt, int64_t q0, int64_t rows) {
     const TileMask& plan = plans[b];
-    const std::vector<Segment> row_segs = {{qt, q0, rows, 0}};
-    const torch::Tensor qs = q[b][h].narrow(0, q0, rows) * scale;
-    const torch::Tensor kb = k[b][h / group], vb = v[b][h / group];
+    const std::vector<Segment> row_segs = GroupSegments(qt, q0, rows, group);
+    const torch::Tensor qs = GroupRows(q, b, hk, group, q0, rows) * scale;
+    const torch::Tensor kb = k[b][hk], vb = v[b][hk];
     const int64_t* w = words[b].data_ptr<int64_t>();
-    torch::Tensor m = torch::full({rows}, kNegInf, q.options());
-    torch::Tensor l = torch::zeros({rows}, q.options());
-    torch::Tensor acc = torch::zeros({rows, D}, q.options());
+    const int64_t m_rows = group * rows;
+    torch::Tensor m = torch::full({m_rows}, kNegInf, q.options());
+    torch::Tensor l = torch::zeros({m_rows}, q.options());
+    torch::Tensor acc = torch::zeros({m_rows, D}, q.options());
     for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
       const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
       torch::Tensor s = torch::mm(qs, kc.t());
       MaskScores(s, row_segs, cols, w, plan);
-      computed += static_cast<int64_t>(cols.size());
-      for (const Segment& c : cols) full += plan.cls(qt, c.tile) == TileClass::kFull;
-      const torch::Tensor m_new = torch::maximum(m, std::get<0>(s.max(1)));
+      computed += group * static_cast<int64_t>(cols.size());
+      for (const Segment& c : cols) full += group * (plan.cls(qt, c.tile) == TileClass::kFull);
+      const torch::Tensor m_new = torch::maximum(m, s.amax(1));
       // Rows still without any allowed key keep m = -inf; subtracting a finite stand-in keeps exp() at 0.
       const torch::Tensor m_safe = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
       s.sub_(m_safe.unsqueeze(1)).exp_();
@@ -203,9 +226,10 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
       m = m_new;
     }
     const torch::Tensor has = l.gt(0);
-    out[b][h].narrow(0, q0, rows).copy_(torch::where(has.unsqueeze(1), acc / l.clamp_min(1e-30).unsqueeze(1),
-                                                     torch::zeros_like(acc)));
-    lse[b][h].narrow(0, q0, rows).copy_(torch::where(has, m + l.clamp_min(1e-30).log(), m));
+    const torch::Tensor o_rows =
+        torch::where(has.unsqueeze(1), acc / l.clamp_min(1e-30).unsqueeze(1), torch::zeros_like(acc));
+    UngroupRows(out, o_rows, b, hk, group, q0, rows);
+    UngroupRows(lse, torch::where(has, m + l.clamp_min(1e-30).log(), m), b, hk, group, q0, rows);
   });
 
   if (stats != nullptr) {
@@ -257,14 +281,15 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
   // tile computes them (7 GEMMs, two exps), as FlashAttention-2 does without atomics.
   const bool fused = B * Hkv >= 2 * static_cast<int64_t>(at::get_num_threads());
   if (!fused) {
-    ForEachQueryTile(B, H, n, plans, o, [&](int64_t b, int64_t h, int64_t qt, int64_t q0, int64_t rows) {
+    ForEachQueryTile(B, Hkv, n, plans, o, [&](int64_t b, int64_t hk, int64_t qt, int64_t q0, int64_t rows) {
       const TileMask& plan = plans[b];
-      const std::vector<Segment> row_segs = {{qt, q0, rows, 0}};
-      const torch::Tensor qs = q[b][h].narrow(0, q0, rows) * scale;
-      const torch::Tensor d_o = dout[b][h].narrow(0, q0, rows);
-      const torch::Tensor row_lse = lse[b][h].narrow(0, q0, rows), row_delta = delta[b][h].narrow(0, q0, rows);
-      const torch::Tensor kb = k[b][h / group], vb = v[b][h / group];
-      torch::Tensor dq_t = torch::zeros({rows, D}, q.options());
+      const std::vector<Segment> row_segs = GroupSegments(qt, q0, rows, group);
+      const torch::Tensor qs = GroupRows(q, b, hk, group, q0, rows) * scale;
+      const torch::Tensor d_o = GroupRows(dout, b, hk, group, q0, rows);
+      const torch::Tensor row_lse = GroupRows(lse, b, hk, group, q0, rows);
+      const torch::Tensor row_delta = GroupRows(delta, b, hk, group, q0, rows);
+      const torch::Tensor kb = k[b][hk], vb = v[b][hk];
+      torch::Tensor dq_t = torch::zeros({group * rows, D}, q.options());
       for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
         const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
         torch::Tensor p = torch::mm(qs, kc.t());
@@ -273,7 +298,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
         const torch::Tensor ds = p * (torch::mm(d_o, vc.t()) - row_delta.unsqueeze(1));
         dq_t.addmm_(ds, kc);
       }
-      dq[b][h].narrow(0, q0, rows).copy_(dq_t.mul_(scale));
+      UngroupRows(dq, dq_t.mul_(scale), b, hk, group, q0, rows);
     });
   }
 
