@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # cornstarch against PyTorch eager on the same CPU, side by side: the W1/W2 workloads (configs/bench/) trained by
 # cornstarch-train and by bench/pytorch_mllm.py (the same model, sample layout, threads and optimizer, in Debian's
-# python3-torch), alternating which goes first, several rounds. Prints one table: ms/step (median of the rounds,
-# each round the median of its steps after the first, min-max over the rounds), tokens/s, peak resident memory, and
-# PyTorch / cornstarch ratios. Not part of CI (minutes per round).
+# python3-torch), rotating which goes first, several rounds. PyTorch runs twice: as a user runs it, and with glibc's
+# malloc tuned as cornstarch tunes it (GLIBC_TUNABLES), to show what the allocator alone is worth. Prints one table:
+# ms/step (median of the rounds, each round the median of its steps after the first, min-max over the rounds),
+# tokens/s, peak resident memory, and ratios to PyTorch as a user runs it. Not part of CI (minutes per round).
 #
 #   bench/vs_pytorch.sh [ROUNDS [STEPS [THREADS]]]    defaults: 3 rounds, 4 steps (1 warm-up), every core
 set -euo pipefail
@@ -16,22 +17,27 @@ python=/usr/bin/python3  # Debian's, which has python3-torch
 bazel build //tools:cornstarch-train >/dev/null 2>&1 || { echo "vs_pytorch: the build failed" >&2; exit 1; }
 train=bazel-bin/tools/cornstarch-train
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+echo "vs_pytorch: runs and logs in $out (removed when the table is printed)" >&2
 
 cornstarch() {  # cornstarch WORKLOAD ROUND
   /usr/bin/time -f %M -o "$out/$1-cornstarch-$2.kib" "$train" --config "configs/bench/$1.yaml" \
     --set train.steps="$steps" --set train.num_threads="$threads" --set logging.interval=1000 \
     --set logging.metrics_path="$out/$1-cornstarch-$2.jsonl" > "$out/$1-cornstarch-$2.log" 2>&1
 }
-pytorch() {  # pytorch WORKLOAD ROUND
-  /usr/bin/time -f %M -o "$out/$1-pytorch-$2.kib" "$python" bench/pytorch_mllm.py --config "configs/bench/$1.yaml" \
-    --steps "$steps" --threads "$threads" > "$out/$1-pytorch-$2.jsonl" 2> "$out/$1-pytorch-$2.log"
+pytorch() {  # pytorch WORKLOAD ROUND [SIDE ENV...]
+  local side=${3:-pytorch}
+  env "${@:4}" /usr/bin/time -f %M -o "$out/$1-$side-$2.kib" "$python" bench/pytorch_mllm.py \
+    --config "configs/bench/$1.yaml" --steps "$steps" --threads "$threads" > "$out/$1-$side-$2.jsonl" \
+    2> "$out/$1-$side-$2.log"
+}
+tuned() {  # tuned WORKLOAD ROUND: PyTorch with cornstarch's malloc settings (device/torch_runtime.cc)
+  pytorch "$1" "$2" pytorch+malloc GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296
 }
 
+sides=(cornstarch pytorch tuned)
 for round in $(seq "$rounds"); do
   for w in w1 w2; do
-    if ((round % 2)); then cornstarch "$w" "$round"; pytorch "$w" "$round"
-    else pytorch "$w" "$round"; cornstarch "$w" "$round"; fi
+    for i in 0 1 2; do "${sides[(round + i) % 3]}" "$w" "$round"; done  # each round starts with another side
     echo "round $round/$rounds: $w done" >&2
   done
 done
@@ -46,20 +52,20 @@ def step_seconds(path, key):
     return [r[key] for r in rows if key in r][1:]  # the first step warms up
 
 print(f"{rounds} alternating rounds x {steps - 1} measured steps, {threads} threads, fp32")
-print(f"{'workload':8} {'side':10} {'ms/step':>9} {'min-max':>15} {'tok/s':>7} {'peak MiB':>9} | {'speedup':>7} {'memory':>6}")
+print(f"{'workload':8} {'side':14} {'ms/step':>9} {'min-max':>15} {'tok/s':>7} {'peak MiB':>9} | {'speedup':>7} {'memory':>6}")
 for w in ("w1", "w2"):
     cfg = yaml.safe_load(open(f"configs/bench/{w}.yaml"))
     tokens = cfg["data"]["seq_len"] * cfg["train"]["global_batch_size"]
     res = {}
-    for side, key in (("pytorch", "seconds"), ("cornstarch", "step_seconds")):
+    for side, key in (("pytorch", "seconds"), ("pytorch+malloc", "seconds"), ("cornstarch", "step_seconds")):
         per_round = [statistics.median(step_seconds(f"{out}/{w}-{side}-{r}.jsonl", key)) for r in range(1, rounds + 1)]
         mem = max(int(open(f"{out}/{w}-{side}-{r}.kib").read().split()[-1]) for r in range(1, rounds + 1)) / 1024
         res[side] = (statistics.median(per_round), min(per_round), max(per_round), mem)
-    for side in ("pytorch", "cornstarch"):
+    for side in ("pytorch", "pytorch+malloc", "cornstarch"):
         med, lo, hi, mem = res[side]
-        ratio = ""
-        if side == "cornstarch":
-            ratio = f"{res['pytorch'][0] / med:6.2f}x {mem / res['pytorch'][3]:5.2f}x"
-        print(f"{w:8} {side:10} {med * 1e3:9.0f} {f'{lo * 1e3:.0f}-{hi * 1e3:.0f}':>15} {tokens / med:7.0f} {mem:9.0f} | {ratio}")
-print("speedup = PyTorch ms/step / cornstarch ms/step; memory = cornstarch peak / PyTorch peak")
+        ratio = "" if side == "pytorch" else f"{res['pytorch'][0] / med:6.2f}x {mem / res['pytorch'][3]:5.2f}x"
+        print(f"{w:8} {side:14} {med * 1e3:9.0f} {f'{lo * 1e3:.0f}-{hi * 1e3:.0f}':>15} {tokens / med:7.0f} "
+              f"{mem:9.0f} | {ratio}")
+print("speedup = PyTorch's ms/step / this side's; memory = this side's peak / PyTorch's (PyTorch as a user runs it)")
 EOF
+rm -rf "$out"
