@@ -15,6 +15,7 @@ PACKAGES=(
   nlohmann-json3-dev
   sentencepiece          # spm_train/spm_encode: tokenizers for generated datasets, reference for the tests
   libjpeg62-turbo-dev libpng-dev libsndfile1-dev  # image and audio decoding
+  libpcre2-dev libicu-dev  # tokenizer.json: pre-tokenizer regexes, Unicode normalisation
   catch2
   clang                  # libFuzzer, AddressSanitizer and UBSan for tools/fuzz.sh
 )

@@ -86,7 +86,7 @@ std::vector<ConversationSample> ParseConversations(const std::string& text, cons
 }
 
 TokenizedSample TokenizeConversation(const ConversationSample& sample, const Tokenizer& tokenizer,
-                                     const std::vector<MediaSlot>& slots) {
+                                     const std::vector<MediaSlot>& slots, const ChatFormat& format) {
   std::vector<Turn> turns = sample.turns;
   // Placeholders per slot, checked against the media; media without any placeholder go first.
   for (size_t k = 0; k < slots.size(); ++k) {
@@ -118,39 +118,61 @@ TokenizedSample TokenizeConversation(const ConversationSample& sample, const Tok
     }
   }
   TokenizedSample out;
-  std::vector<size_t> next_media(slots.size(), 0);
-  const auto append_text = [&](const std::vector<int64_t>& ids, bool loss) {
-    if (ids.empty()) return;
-    for (int64_t id : ids) {
-      if (loss && !out.ids.empty()) out.labels.back() = id;
-      out.ids.push_back(id);
+  const auto append = [&](const std::vector<int64_t>& ids, size_t begin, size_t end, bool loss) {
+    if (begin >= end) return;
+    for (size_t i = begin; i < end; ++i) {
+      if (loss && !out.ids.empty()) out.labels.back() = ids[i];
+      out.ids.push_back(ids[i]);
       out.labels.push_back(-100);
     }
-    if (!out.spans.empty() && out.spans.back().kind == kTextToken) {
-      out.spans.back().length += static_cast<int64_t>(ids.size());
-    } else {
-      out.spans.push_back({kTextToken, static_cast<int64_t>(ids.size())});
-    }
+    const auto n = static_cast<int64_t>(end - begin);
+    if (!out.spans.empty() && out.spans.back().kind == kTextToken) out.spans.back().length += n;
+    else out.spans.push_back({kTextToken, n});
   };
-  append_text({tokenizer.bos()}, false);
-  for (const Turn& turn : turns) {
-    const bool human = turn.from == "human" || turn.from == "user";
-    const bool assistant = turn.from == "gpt" || turn.from == "assistant";
-    if (!human && !assistant && turn.from != "system") {
-      throw Error("unknown conversation role '" + turn.from + "' (expected human, gpt or system)");
-    }
-    if (assistant) {
-      for (const MediaSlot& slot : slots) {
-        if (Count(turn.value, slot.placeholder)) throw Error(slot.placeholder + " in an assistant turn");
+  // The text run being gathered: its parts' texts and loss flags.
+  std::vector<std::pair<std::string, bool>> run;
+  const auto flush = [&] {
+    if (run.empty()) return;
+    const bool continues = !out.ids.empty();
+    std::string text;
+    for (const auto& part : run) text += part.first;
+    const std::vector<int64_t> ids = tokenizer.Encode(text, continues);
+    bool mixed = false;
+    for (const auto& part : run) mixed |= part.second != run[0].second;
+    size_t begin = 0;
+    std::string prefix;
+    for (size_t j = 0; j < run.size(); ++j) {
+      size_t end = ids.size();
+      if (mixed && j + 1 < run.size()) {
+        prefix += run[j].first;
+        const std::vector<int64_t> upto = tokenizer.Encode(prefix, continues);
+        end = 0;
+        while (end < ids.size() && end < upto.size() && ids[end] == upto[end]) ++end;
+        end = std::max(end, begin);
       }
-      append_text(tokenizer.Encode("ASSISTANT:"), false);
-      std::vector<int64_t> answer = tokenizer.Encode(turn.value);
-      answer.push_back(tokenizer.eos());
-      append_text(answer, true);
+      append(ids, begin, end, run[j].second);
+      begin = end;
+    }
+    run.clear();
+  };
+  std::vector<size_t> next_media(slots.size(), 0);
+  for (const ChatPart& part : RenderChat(format.chat, turns, tokenizer, format.system_prompt)) {
+    if (part.kind == ChatPart::Kind::kBreak) {
+      flush();
       continue;
     }
+    if (part.kind == ChatPart::Kind::kToken) {
+      flush();
+      append({part.token}, 0, 1, part.loss);
+      continue;
+    }
+    if (part.loss) {
+      for (const MediaSlot& slot : slots) {
+        if (Count(part.text, slot.placeholder)) throw Error(slot.placeholder + " in an assistant turn");
+      }
+    }
     // Split the text at the earliest placeholder of any slot, again and again.
-    std::string rest = (human ? "USER: " : "") + turn.value;
+    std::string rest = part.text;
     while (true) {
       size_t at = std::string::npos;
       int slot_of = -1;
@@ -159,7 +181,8 @@ TokenizedSample TokenizeConversation(const ConversationSample& sample, const Tok
         if (p < at) at = p, slot_of = static_cast<int>(k);
       }
       if (slot_of < 0) break;
-      append_text(tokenizer.Encode(rest.substr(0, at)), false);
+      if (!part.media_only && at > 0) run.emplace_back(rest.substr(0, at), part.loss);
+      flush();
       const MediaSlot& slot = slots[slot_of];
       const std::vector<std::string>& paths = slot.vision ? sample.images : sample.audios;
       out.media.push_back({slot_of, paths[next_media[slot_of]++], out.length()});
@@ -168,8 +191,9 @@ TokenizedSample TokenizeConversation(const ConversationSample& sample, const Tok
       out.labels.insert(out.labels.end(), slot.tokens, -100);
       rest = rest.substr(at + slot.placeholder.size());
     }
-    append_text(tokenizer.Encode(rest), false);
+    if (!part.media_only && !rest.empty()) run.emplace_back(rest, part.loss);
   }
+  flush();
   return out;
 }
 

@@ -1,26 +1,22 @@
 // LLaVA-style conversation samples: reading them from JSON/JSONL, and turning one into tokens, labels and the
-// spans of its media placeholders.
+// spans of its media placeholders, laid out by a chat template (data/chat_template.h).
 //
-// The prompt format (Vicuna/LLaVA-1.5 style): BOS, then per turn
-//   system: the text
-//   human:  "USER: " + the text, each placeholder expanded to the encoder's token count
-//   gpt:    "ASSISTANT:" + the text + EOS
-// with loss on the assistant's text and EOS only. Text pieces between placeholders are encoded separately.
+// Each placeholder is expanded to its encoder's token count of placeholder ids and ends the text run around it,
+// as an added token would. A run's text is encoded in one call; when its parts differ in loss, each token belongs
+// to the part whose text first produces it: the run's tokens are compared with the encoding of the run's text up
+// to each part's end, so a merge across a part boundary goes to the later part and nothing is counted twice.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/data/chat_template.h"
 #include "cornstarch/data/tokenizer.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/plan/config.h"
 
 namespace cornstarch {
-
-struct Turn {
-  std::string from;  // "system", "human" (or "user"), "gpt" (or "assistant")
-  std::string value;
-};
 
 struct ConversationSample {
   std::string id;
@@ -56,10 +52,15 @@ struct TokenizedSample {
   int64_t length() const { return static_cast<int64_t>(ids.size()); }
 };
 
+struct ChatFormat {
+  ChatTemplate chat = ChatTemplate::kLlavaV1;
+  std::string system_prompt;  // for samples without a system turn; empty: none
+};
+
 // Throws Error for a sample whose placeholders do not match its media (a bad sample the caller may skip), an
 // unknown role, or a placeholder in an assistant turn. A sample whose media have no placeholder at all gets them
 // (one per line) in front of its first human turn, as LLaVA does.
 TokenizedSample TokenizeConversation(const ConversationSample& sample, const Tokenizer& tokenizer,
-                                     const std::vector<MediaSlot>& slots);
+                                     const std::vector<MediaSlot>& slots, const ChatFormat& format = {});
 
 }  // namespace cornstarch

@@ -19,7 +19,7 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed)
     : data_(config.data), encoders_(config.model.encoders), seed_(seed) {
   media_dir_ = data_.media_dir.empty() ? fs::path(data_.path).parent_path().string() : data_.media_dir;
   try {
-    tokenizer_ = std::make_unique<Tokenizer>(data_.tokenizer);
+    tokenizer_ = OpenTokenizer(data_.tokenizer);
   } catch (const Error& e) {
     throw Error("data.tokenizer: " + std::string(e.what()));
   }
@@ -28,7 +28,7 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed)
                 ", the vocabulary of data.tokenizer " + data_.tokenizer + ", got " +
                 std::to_string(config.model.llm.vocab_size));
   }
-  pad_id_ = tokenizer_->eos();
+  pad_id_ = std::max<int64_t>(tokenizer_->eos(), 0);  // padding is never attended to nor learned
   std::vector<MediaSlot> slots;
   for (const EncoderConfig& e : encoders_) {
     MediaSlot slot;
@@ -47,7 +47,7 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed)
   const std::vector<ConversationSample> raw = ReadConversations(data_.path);
   for (size_t i = 0; i < raw.size(); ++i) {
     try {
-      TokenizedSample t = TokenizeConversation(raw[i], *tokenizer_, slots);
+      TokenizedSample t = TokenizeConversation(raw[i], *tokenizer_, slots, {data_.chat_template, data_.system_prompt});
       if (t.length() > data_.seq_len) {
         throw Error(std::to_string(t.length()) + " tokens, more than data.seq_len=" + std::to_string(data_.seq_len));
       }

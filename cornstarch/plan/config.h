@@ -24,6 +24,7 @@ enum class DeviceType { kCpu, kCuda };
 enum class DataType { kSynthetic, kLlava };
 enum class ImagePreset { kClip, kSiglip };
 enum class BadSamplePolicy { kError, kSkip };
+enum class ChatTemplate { kLlavaV1, kLlama2, kLlama3, kChatml, kVicuna, kPlain };
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError };
 
 // The YAML names of an enum's values, in declaration order. Specialised once per enum below; the config machinery
@@ -48,6 +49,7 @@ CS_CHOICES(DeviceType, "cpu", "cuda");
 CS_CHOICES(DataType, "synthetic", "llava");
 CS_CHOICES(ImagePreset, "clip", "siglip");
 CS_CHOICES(BadSamplePolicy, "error", "skip");
+CS_CHOICES(ChatTemplate, "llava_v1", "llama2", "llama3", "chatml", "vicuna", "plain");
 CS_CHOICES(LogLevel, "trace", "debug", "info", "warn", "error");
 #undef CS_CHOICES
 
@@ -291,6 +293,8 @@ struct DataConfig {
   std::string path;
   std::string media_dir;
   std::string tokenizer;
+  ChatTemplate chat_template = ChatTemplate::kLlavaV1;
+  std::string system_prompt;
   std::string image_token = "<image>";
   std::string audio_token = "<audio>";
   ImagePreset image_preset = ImagePreset::kClip;
@@ -317,7 +321,15 @@ struct DataConfig {
                     "[{\"from\": \"human\"|\"gpt\"|\"system\", \"value\": text}]}.");
     f("media_dir", media_dir, "llava: directory that relative image and audio paths start from; empty: the "
                               "directory of `path`.");
-    f("tokenizer", tokenizer, "llava: sentencepiece model file (tokenizer.model of Llama-style checkpoints).");
+    f("tokenizer", tokenizer, "llava: the tokenizer: a Hugging Face tokenizer.json (any .json file; BOS/EOS from "
+                              "tokenizer_config.json beside it) or a sentencepiece BPE model (tokenizer.model).");
+    f("chat_template", chat_template, "llava: how turns become tokens: 'llava_v1' (USER:/ASSISTANT:, EOS after "
+                                      "each answer), 'vicuna' (the same with Vicuna's system prompt), 'llama2' "
+                                      "([INST] blocks), 'llama3' (header blocks, <|eot_id|>), 'chatml' "
+                                      "(<|im_start|> blocks) or 'plain' (media then the caption: LLaVA "
+                                      "pretraining). Loss falls on the assistant's answers and their end token.");
+    f("system_prompt", system_prompt, "llava: the system prompt of samples that have no system turn; empty: none "
+                                      "(vicuna: Vicuna's own).");
     f("image_token", image_token, "llava: placeholder in the text where an image goes; replaced by the vision "
                                   "encoder's token count of placeholder ids. An image with no placeholder in the "
                                   "text goes before the first human turn.");

@@ -21,7 +21,7 @@
 #include "cornstarch/data/loader.h"
 #include "cornstarch/data/synthetic_layout.h"
 #include "cornstarch/plan/packing.h"
-#include "cornstarch/data/tokenizer.h"
+#include "cornstarch/data/sentencepiece_tokenizer.h"
 #include "cornstarch/plan/model_spec.h"
 #include "tests/error_of.h"
 #include "tests/temp_path.h"
@@ -84,7 +84,7 @@ Config LlavaConfig(const std::vector<std::string>& extra = {}) {
 
 TEST_CASE("the native BPE tokenizer gives spm_encode's ids", "[data][tokenizer]") {
   const std::string model = DemoDir() + "/tokenizer.model";
-  const Tokenizer tok(model);
+  const SentencePieceTokenizer tok(model);
   const std::vector<std::string> lines = {
       "What colour is this picture?", "It is purple.", "  extra   spaces  between   words ", "USER: <image> and <audio>.",
       "unseen characters: ~ {} é ü 漢字 🙂", "purplegreenyellow", "a", "The sound is high, then low."};
@@ -107,16 +107,16 @@ TEST_CASE("the native BPE tokenizer gives spm_encode's ids", "[data][tokenizer]"
 TEST_CASE("tokenizer: unknown runs without byte fallback, and bad model files", "[data][tokenizer]") {
   WriteText(TempPath("corpus.txt"), ReadText(DemoDir() + "/tokenizer_corpus.txt"));
   TrainSentencePiece(TempPath("corpus.txt"), TempPath("nobytes"), 120, "", "--byte_fallback=false");
-  const Tokenizer tok(TempPath("nobytes.model"));
+  const SentencePieceTokenizer tok(TempPath("nobytes.model"));
   const std::vector<std::string> lines = {"It is 漢字漢字 and ~~ purple.", "  more  spaces  "};
   const auto expected = SpmEncode(TempPath("nobytes.model"), lines);
   for (size_t i = 0; i < lines.size(); ++i) CHECK(tok.Encode(lines[i]) == expected[i]);
 
-  CHECK(ErrorOf([] { Tokenizer t(TempPath("absent.model")); }) == TempPath("absent.model") + ": cannot open the tokenizer model");
+  CHECK(ErrorOf([] { SentencePieceTokenizer t(TempPath("absent.model")); }) == TempPath("absent.model") + ": cannot open the tokenizer model");
   WriteText(TempPath("garbage.model"), "\xff\xff\xff\xff this is not protobuf");
-  CHECK_THROWS_WITH(Tokenizer(TempPath("garbage.model")), Contains("garbage.model: not a sentencepiece model"));
+  CHECK_THROWS_WITH(SentencePieceTokenizer(TempPath("garbage.model")), Contains("garbage.model: not a sentencepiece model"));
   TrainSentencePiece(TempPath("corpus.txt"), TempPath("unigram"), 60, "", "--model_type=unigram --byte_fallback=false");
-  CHECK_THROWS_WITH(Tokenizer(TempPath("unigram.model")), Contains("only BPE models"));
+  CHECK_THROWS_WITH(SentencePieceTokenizer(TempPath("unigram.model")), Contains("only BPE models"));
 }
 
 TEST_CASE("LLaVA JSON and JSONL files, and their format errors", "[data][json]") {
@@ -143,7 +143,7 @@ TEST_CASE("LLaVA JSON and JSONL files, and their format errors", "[data][json]")
 
 TEST_CASE("a conversation becomes the prompt format with expanded placeholders and assistant-only labels",
           "[data][conversation]") {
-  const Tokenizer tok(DemoDir() + "/tokenizer.model");
+  const SentencePieceTokenizer tok(DemoDir() + "/tokenizer.model");
   const int64_t ph_image = tok.PlaceholderId("<image>"), ph_audio = tok.PlaceholderId("<audio>");
   const std::vector<MediaSlot> slots = {{true, "<image>", ph_image, 4}, {false, "<audio>", ph_audio, 3}};
   ConversationSample s;
@@ -270,7 +270,7 @@ TEST_CASE("llava batches: packed samples isolated, positions restart, features a
     }
   }
   // Features land on placeholder ids, in order; one input per media file of the batch.
-  const Tokenizer tok(cfg.data.tokenizer);
+  const SentencePieceTokenizer tok(cfg.data.tokenizer);
   for (int k = 0; k < 2; ++k) {
     const ModalityInput& mi = batch.modalities[k];
     CHECK(mi.inputs.size(0) == media_per_encoder[k]);
