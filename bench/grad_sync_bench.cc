@@ -28,6 +28,7 @@
 #include "cornstarch/train/trainer.h"
 
 using namespace cornstarch;
+using cornstarch::bench::Median;
 
 namespace {
 
@@ -38,11 +39,6 @@ struct Mode {
   std::vector<double> step, wait;
   int overlapped = 0, buckets = 0;
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 }  // namespace
 

@@ -1,9 +1,11 @@
 // Wall-clock timing and command-line flags shared by the benchmarks.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace cornstarch::bench {
 
@@ -12,6 +14,12 @@ inline double Seconds(const std::function<void()>& f) {
   const auto start = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The median of `v` (the upper one of an even count); 0 when empty.
+inline double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // The value N of `name N` on the command line, or `fallback` when absent.

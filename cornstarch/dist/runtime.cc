@@ -12,8 +12,8 @@ namespace cornstarch {
 
 DistRuntime::DistRuntime(const ParallelConfig& parallel, const LaunchEnv& env, int* argc, char*** argv)
     : env_(env),
-      dims_(static_cast<int>(parallel.pp), static_cast<int>(parallel.dp), static_cast<int>(parallel.cp), 1,
-            env.world_size, env.source) {
+      dims_(static_cast<int>(parallel.pp), static_cast<int>(parallel.dp), static_cast<int>(parallel.cp),
+            static_cast<int>(parallel.tp), env.world_size, env.source) {
   if (env_.world_size == 1) {
     world_ = MakeSingleProcessCommunicator();
   } else {

@@ -226,7 +226,13 @@ void LoadHfWeights(MultimodalModel& model, int chain) {
   const std::string module = llm ? "model.llm" : "model.encoders." + config.encoders[chain].name;
   HfSource source(path);
   std::map<std::string, torch::Tensor> params;
-  for (const auto& [name, p] : model.NamedParameters()) params[name] = p;
+  std::map<std::string, TpSplit> splits;
+  const auto named = model.NamedParameters();
+  const std::vector<TpSplit> split_list = model.ParameterSplits();
+  for (size_t i = 0; i < named.size(); ++i) {
+    params[named[i].first] = named[i].second;
+    splits[named[i].first] = split_list[i];
+  }
   // What the whole chain maps to (every rank, whatever layers it holds), for the unexpected-tensor check.
   std::set<std::string> expected;
   std::vector<std::string> missing;
@@ -259,12 +265,16 @@ void LoadHfWeights(MultimodalModel& model, int chain) {
       if (pieces.size() != t.parts.size()) continue;
       const torch::Tensor value = pieces.size() == 1 ? pieces[0] : torch::cat(pieces);
       torch::Tensor& p = params.at(t.ours);
-      if (value.sizes() != p.sizes()) {
+      // A tensor-parallel slice is checked against the whole tensor it is cut from.
+      const TpSplit split = splits.at(t.ours);
+      std::vector<int64_t> whole = p.sizes().vec();
+      if (split != TpSplit::kReplicated) whole[split == TpSplit::kDim0 ? 0 : 1] *= model.tp().size;
+      if (value.sizes() != whole) {
         throw Error(from + ": " + prefix + t.parts[0].name + (t.parts.size() > 1 ? " (fused with the k/v parts)" : "") +
-                    " is " + c10::str(value.sizes()) + ", but " + t.ours + " needs " + c10::str(p.sizes()) +
+                    " is " + c10::str(value.sizes()) + ", but " + t.ours + " needs " + c10::str(whole) +
                     "; check " + module + " against the checkpoint's config");
       }
-      p.copy_(value);
+      p.copy_(TpSlice(value, split, model.tp()));
     }
   }
   if (!llm) {
@@ -287,9 +297,12 @@ void LoadHfWeights(MultimodalModel& model, int chain) {
   }
 }
 
-void ExportHfWeights(const MultimodalModel& model, const std::string& path) {
-  std::map<std::string, torch::Tensor> params;
-  for (const auto& [name, p] : model.NamedParameters()) params[name] = p;
+void ExportHfWeights(const MultimodalModel& model, const std::string& path,
+                     const std::map<std::string, at::Tensor>& whole) {
+  std::map<std::string, torch::Tensor> params = whole;
+  if (params.empty()) {
+    for (const auto& [name, p] : model.NamedParameters()) params[name] = p;
+  }
   std::vector<std::pair<std::string, at::Tensor>> out;
   const ModelSpec& spec = model.spec();
   for (int l = 0; l < static_cast<int>(spec.layers.size()); ++l) {

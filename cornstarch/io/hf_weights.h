@@ -16,7 +16,10 @@
 // they are exported as multi_modal_projector.<encoder>.linear_{1,2}.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,11 +48,14 @@ std::vector<HfTensor> HfTensorsOf(const ModelConfig& config, const ModelSpec& sp
 
 // Loads chain `chain`'s weights (its config's `weights`, `weights_prefix`) into the layers `model` built: a
 // .safetensors file, or a directory holding model.safetensors or model.safetensors.index.json. Throws Error
-// naming the file: missing tensors, unexpected ones (under the architecture's names), shape mismatches.
+// naming the file: missing tensors, unexpected ones (under the architecture's names), shape mismatches. A
+// tensor-parallel model takes its slice of each split tensor.
 void LoadHfWeights(MultimodalModel& model, int chain);
 
-// Writes every built layer's parameters under Hugging Face names (prefix-free) to `path`, atomically.
-void ExportHfWeights(const MultimodalModel& model, const std::string& path);
+// Writes every built layer's parameters under Hugging Face names (prefix-free) to `path`, atomically. `whole`:
+// the parameters by our name when the model's own are tensor-parallel slices (the caller gathers them).
+void ExportHfWeights(const MultimodalModel& model, const std::string& path,
+                     const std::map<std::string, at::Tensor>& whole = {});
 
 // Writes `dir`/model.safetensors.index.json, the map from tensor name to file that Hugging Face loaders read, from
 // the headers of `shards` (file names in `dir`, all written), atomically.

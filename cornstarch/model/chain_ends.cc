@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "cornstarch/dist/communicator.h"
 #include "cornstarch/model/lm_loss.h"
 #include "cornstarch/plan/model_spec.h"
 #include "cornstarch/base/check.h"
@@ -95,11 +96,25 @@ TokenEmbed::TokenEmbed(const LlmConfig& cfg) {
   embed_ = register_module("embed", torch::nn::Embedding(cfg.vocab_size, cfg.hidden_size));
 }
 
+void TokenEmbed::ShardTp(const TpShard& shard) {
+  torch::NoGradGuard no_grad;
+  const int64_t vocab = embed_->weight.size(0);
+  vocab_begin_ = shard.Begin(vocab);
+  embed_->weight.set_data(TpSlice(embed_->weight, TpSplit::kDim0, shard).clone());
+}
+
 torch::Tensor TokenEmbed::Forward(const torch::Tensor&, ForwardContext& ctx) {
   const Batch& batch = *ctx.batch;
   CS_CHECK(ctx.features.size() == batch.modalities.size(), ctx.features.size(), " feature sets for ",
            batch.modalities.size(), " modalities");
-  torch::Tensor h = embed_(batch.input_ids);
+  torch::Tensor h;
+  if (ctx.tp_group != nullptr && ctx.tp_group->size() > 1) {
+    const torch::Tensor local = batch.input_ids - vocab_begin_;
+    const torch::Tensor mine = local.ge(0).logical_and(local.lt(embed_->weight.size(0)));
+    h = TpReduce(embed_(local.clamp(0, embed_->weight.size(0) - 1)) * mine.unsqueeze(-1), ctx.tp_group);
+  } else {
+    h = embed_(batch.input_ids);
+  }
   const int64_t b = h.size(0), s = h.size(1), d = h.size(2);
   torch::Tensor flat = h.reshape({b * s, d});
   for (size_t k = 0; k < ctx.features.size(); ++k) {
@@ -119,14 +134,25 @@ LmHead::LmHead(const LlmConfig& cfg) {
   out_ = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(cfg.hidden_size, cfg.vocab_size).bias(false)));
 }
 
-torch::Tensor LmHead::Forward(const torch::Tensor& x, ForwardContext&) { return out_(norm_(x)); }
+void LmHead::ShardTp(const TpShard& shard) {
+  torch::NoGradGuard no_grad;
+  vocab_begin_ = shard.Begin(out_->weight.size(0));
+  out_->weight.set_data(TpSlice(out_->weight, TpSplit::kDim0, shard).clone());
+  sharded_ = true;
+}
 
-torch::Tensor LmHead::LossSum(const torch::Tensor& x, const torch::Tensor& labels) {
+torch::Tensor LmHead::Forward(const torch::Tensor& x, ForwardContext&) {
+  CS_CHECK(!sharded_, "whole logits are never made under tensor parallelism");
+  return out_(norm_(x));
+}
+
+torch::Tensor LmHead::LossSum(const torch::Tensor& x, const torch::Tensor& labels, Communicator* tp) {
+  CS_CHECK(!sharded_ || (tp != nullptr && tp->size() > 1), "a vocabulary slice without its tp group");
   const torch::Tensor flat = labels.reshape({-1});
   const torch::Tensor rows = flat.ne(-100).nonzero().squeeze(1);
   // RMSNorm is per row: normalising only the labelled rows is exact.
-  const torch::Tensor h = norm_(x.reshape({-1, x.size(-1)}).index_select(0, rows));
-  return LinearCrossEntropySum(h, out_->weight, flat.index_select(0, rows));
+  const torch::Tensor h = TpCopy(norm_(x.reshape({-1, x.size(-1)}).index_select(0, rows)), tp);
+  return LinearCrossEntropySum(h, out_->weight, flat.index_select(0, rows), 512, tp, vocab_begin_);
 }
 
 }  // namespace cornstarch

@@ -58,28 +58,41 @@ class Projector : public Layer {
 };
 
 // Token embedding with the encoders' features written over their placeholder positions. Ignores `x`; reads
-// ctx.batch->input_ids and ctx.features (one per encoder, matching batch->modalities).
+// ctx.batch->input_ids and ctx.features (one per encoder, matching batch->modalities). Vocabulary-parallel under
+// tensor parallelism: a rank holds a range of the rows, looks up the ids inside it (zeros elsewhere), and the
+// ranks' lookups are summed.
 class TokenEmbed : public Layer {
  public:
   explicit TokenEmbed(const LlmConfig& cfg);
   torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
+  void ShardTp(const TpShard& shard) override;
+  TpSplit SplitOf(const std::string&) const override { return TpSplit::kDim0; }
 
  private:
   torch::nn::Embedding embed_{nullptr};
+  int64_t vocab_begin_ = 0;  // the first row this rank holds
 };
 
-// Final RMSNorm and the vocabulary projection: [B, S, hidden] -> logits [B, S, vocab].
+// Final RMSNorm and the vocabulary projection: [B, S, hidden] -> logits [B, S, vocab]. Under tensor parallelism
+// a rank holds a range of the vocabulary's rows and the loss is vocabulary-parallel (model/lm_loss.h).
 class LmHead : public Layer {
  public:
   explicit LmHead(const LlmConfig& cfg);
-  torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;  // logits [B, S, vocab]
+  // Logits [B, S, vocab]: whole rows, so not under tensor parallelism (the loss never needs them).
+  torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
   // The summed cross-entropy of Forward(x) at the positions with labels != -100, computing only their logits
-  // (model/lm_loss.h).
-  torch::Tensor LossSum(const torch::Tensor& x, const torch::Tensor& labels);
+  // (model/lm_loss.h). Collective over `tp` when it has several ranks.
+  torch::Tensor LossSum(const torch::Tensor& x, const torch::Tensor& labels, Communicator* tp);
+  void ShardTp(const TpShard& shard) override;
+  TpSplit SplitOf(const std::string& name) const override {
+    return name == "out.weight" ? TpSplit::kDim0 : TpSplit::kReplicated;
+  }
 
  private:
   RMSNorm norm_{nullptr};
   torch::nn::Linear out_{nullptr};
+  int64_t vocab_begin_ = 0;
+  bool sharded_ = false;
 };
 
 }  // namespace cornstarch

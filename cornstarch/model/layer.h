@@ -5,9 +5,11 @@
 
 #include <torch/nn/module.h>
 
+#include <string>
 #include <vector>
 
 #include "cornstarch/data/batch.h"
+#include "cornstarch/model/tensor_parallel.h"
 
 namespace cornstarch {
 
@@ -20,11 +22,17 @@ struct ForwardContext {
   torch::Tensor rope_cos, rope_sin;    // [B, S, head_dim]: RoPE tables of batch->positions
   std::vector<torch::Tensor> features;  // projected features per encoder, [n, tokens, llm_hidden]
   Communicator* cp_group = nullptr;      // the cp group, when batch->cp.cp > 1
+  Communicator* tp_group = nullptr;      // the tp group (model/tensor_parallel.h); null or of size 1: none
 };
 
 class Layer : public torch::nn::Module {
  public:
   virtual torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) = 0;
+
+  // Tensor parallelism: keep only this rank's slice of the initialised weights (the layers that split do so;
+  // the rest stay whole), and how parameter `name` (as named_parameters() spells it) is then laid out.
+  virtual void ShardTp(const TpShard&) {}
+  virtual TpSplit SplitOf(const std::string& name) const { return TpSplit::kReplicated; }
 };
 
 }  // namespace cornstarch

@@ -9,12 +9,23 @@
 
 #include <torch/types.h>
 
+#include <cstdint>
+
 namespace cornstarch {
+
+class Communicator;
 
 // Sum over rows of cross_entropy(hidden @ weight^T, labels): hidden [M, d], weight [vocab, d], labels [M] (every one
 // a class index). Differentiable in hidden and weight (computing only the gradients that are needed), in fp32 with
 // logits made `chunk_rows` rows at a time.
+//
+// Vocabulary-parallel (Megatron's cross-entropy) when `tp` has several ranks: `weight` is this rank's rows
+// [vocab_begin, vocab_begin + weight.size(0)) of the head, and no rank ever holds more than its slice of any
+// logits row. Per chunk, one all-reduce of the rows' maxima and one of their sums of exponentials with the target's
+// logit (from the slice that holds it); every rank gets the same loss, and its gradient in hidden is this slice's
+// part (the caller's TpCopy sums the parts in backward). Collective over `tp`.
 torch::Tensor LinearCrossEntropySum(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                    const torch::Tensor& labels, int64_t chunk_rows = 512);
+                                    const torch::Tensor& labels, int64_t chunk_rows = 512, Communicator* tp = nullptr,
+                                    int64_t vocab_begin = 0);
 
 }  // namespace cornstarch

@@ -42,8 +42,9 @@ std::vector<int> AllLayers(const ModelConfig& config) {
 MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed)
     : MultimodalModel(config, seed, AllLayers(config)) {}
 
-MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed, const std::vector<int>& layers)
-    : config_(config), spec_(BuildModelSpec(config)), layers_(spec_.layers.size()) {
+MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed, const std::vector<int>& layers,
+                                 const TpShard& tp)
+    : config_(config), spec_(BuildModelSpec(config)), tp_(tp), layers_(spec_.layers.size()) {
   for (int i : layers) {
     CS_CHECK(i >= 0 && i < static_cast<int>(spec_.layers.size()) && !layers_[i], "layer index ", i);
     torch::manual_seed(MixSeed(seed, static_cast<uint64_t>(i)));
@@ -61,6 +62,7 @@ MultimodalModel::MultimodalModel(const ModelConfig& config, uint64_t seed, const
       }
       p.set_requires_grad(spec_.layers[i].trainable);
     }
+    if (tp.active()) layer->ShardTp(tp);
     layers_[i] = std::move(layer);
   }
 }
@@ -117,13 +119,13 @@ torch::Tensor MultimodalModel::TokenLossSum(const torch::Tensor& logits, const t
                           F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
 }
 
-torch::Tensor MultimodalModel::HeadLossSum(const torch::Tensor& x, const Batch& batch) {
+torch::Tensor MultimodalModel::HeadLossSum(const torch::Tensor& x, const Batch& batch, Communicator* tp) {
   const int head = spec_.chains[spec_.llm_chain()].end - 1;
   CS_CHECK(layers_.at(head), "layer ", spec_.layers[head].name, " is not built in this process");
   auto& lm_head = dynamic_cast<LmHead&>(*layers_[head]);
-  if (spec_.layers[head].needs_graph) return lm_head.LossSum(x, batch.labels);
+  if (spec_.layers[head].needs_graph) return lm_head.LossSum(x, batch.labels, tp);
   torch::NoGradGuard no_grad;
-  return lm_head.LossSum(x, batch.labels);
+  return lm_head.LossSum(x, batch.labels, tp);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> MultimodalModel::Named(bool buffers) const {
@@ -132,6 +134,17 @@ std::vector<std::pair<std::string, torch::Tensor>> MultimodalModel::Named(bool b
     if (!layers_[i]) continue;
     for (const auto& item : buffers ? layers_[i]->named_buffers() : layers_[i]->named_parameters()) {
       out.emplace_back(spec_.layers[i].name + "." + item.key(), item.value());
+    }
+  }
+  return out;
+}
+
+std::vector<TpSplit> MultimodalModel::ParameterSplits() const {
+  std::vector<TpSplit> out;
+  for (const std::shared_ptr<Layer>& layer : layers_) {
+    if (!layer) continue;
+    for (const auto& item : layer->named_parameters()) {
+      out.push_back(tp_.active() ? layer->SplitOf(item.key()) : TpSplit::kReplicated);
     }
   }
   return out;

@@ -1,6 +1,8 @@
 // The multimodal LLM: its layers built in ModelSpec order, each from its own seed, so a layer's initial weights do
 // not depend on which other layers a process builds. Frozen layers' parameters have requires_grad = false, and
-// layers with nothing trainable at or before them run under no-grad (no autograd graph at all).
+// layers with nothing trainable at or before them run under no-grad (no autograd graph at all). Under tensor
+// parallelism each layer is initialised whole and then keeps this rank's slice (model/tensor_parallel.h), so the
+// slices are those of the single-process model.
 #pragma once
 
 #include <torch/types.h>
@@ -20,8 +22,9 @@ namespace cornstarch {
 class MultimodalModel {
  public:
   MultimodalModel(const ModelConfig& config, uint64_t seed);
-  // Builds only `layers` (indices into spec().layers): a pipeline stage's share of the model.
-  MultimodalModel(const ModelConfig& config, uint64_t seed, const std::vector<int>& layers);
+  // Builds only `layers` (indices into spec().layers): a pipeline stage's share of the model; `tp`: the slice of
+  // the tensor-parallel layers this rank holds.
+  MultimodalModel(const ModelConfig& config, uint64_t seed, const std::vector<int>& layers, const TpShard& tp = {});
 
   // Moves the built layers' parameters and buffers to `device` (parameters keep their identity and requires_grad).
   void To(const c10::Device& device);
@@ -48,11 +51,15 @@ class MultimodalModel {
 
   // TokenLossSum(head(x), batch.labels) from the LM head's input x, computing only the labelled positions' logits,
   // a chunk at a time (LmHead::LossSum): what training and evaluation use. REQUIRES: the head is built.
-  torch::Tensor HeadLossSum(const torch::Tensor& x, const Batch& batch);
+  // Collective over `tp` when the model is sharded.
+  torch::Tensor HeadLossSum(const torch::Tensor& x, const Batch& batch, Communicator* tp = nullptr);
 
   // ("encoder.vision.block.0.qkv.weight", tensor) for every parameter of the built layers, in layer order.
   std::vector<std::pair<std::string, torch::Tensor>> NamedParameters() const { return Named(false); }
   std::vector<torch::Tensor> TrainableParameters() const;
+  // How each of NamedParameters() lies over the tp ranks (all kReplicated without tensor parallelism).
+  std::vector<TpSplit> ParameterSplits() const;
+  const TpShard& tp() const { return tp_; }
   // ("encoder.audio.embed.position", tensor) for every buffer (derived, never trained) of the built layers.
   std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers() const { return Named(true); }
 
@@ -61,6 +68,7 @@ class MultimodalModel {
 
   ModelConfig config_;
   ModelSpec spec_;
+  TpShard tp_;
   std::vector<std::shared_ptr<Layer>> layers_;
 };
 

@@ -5,6 +5,7 @@
 #include "cornstarch/model/bitfield_attention.h"
 #include "cornstarch/model/dense_attention.h"
 #include "cornstarch/model/cp_attention.h"
+#include "cornstarch/model/tensor_parallel.h"
 
 namespace cornstarch {
 
@@ -79,9 +80,27 @@ DecoderBlock::DecoderBlock(const LlmConfig& cfg)
   down_ = register_module("down", torch::nn::Linear(torch::nn::LinearOptions(ff, d).bias(false)));
 }
 
+TpSplit DecoderBlock::SplitOf(const std::string& name) const {
+  for (const char* column : {"q.", "k.", "v.", "gate.", "up."}) {
+    if (name.rfind(column, 0) == 0) return TpSplit::kDim0;  // weight and bias rows: output features
+  }
+  if (name == "o.weight" || name == "down.weight") return TpSplit::kDim1;  // input features
+  return TpSplit::kReplicated;
+}
+
+void DecoderBlock::ShardTp(const TpShard& shard) {
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters()) {
+    torch::Tensor& p = item.value();
+    p.set_data(TpSlice(p, SplitOf(item.key()), shard).clone());
+  }
+  heads_ /= shard.size;
+  kv_heads_ /= shard.size;
+}
+
 torch::Tensor DecoderBlock::Forward(const torch::Tensor& x, ForwardContext& ctx) {
   const int64_t b = x.size(0), s = x.size(1);
-  const torch::Tensor h = attn_norm_(x);
+  const torch::Tensor h = TpCopy(attn_norm_(x), ctx.tp_group);
   const torch::Tensor q = ApplyRope(q_(h).view({b, s, heads_, head_dim_}).transpose(1, 2), ctx.rope_cos, ctx.rope_sin);
   const torch::Tensor k =
       ApplyRope(k_(h).view({b, s, kv_heads_, head_dim_}).transpose(1, 2), ctx.rope_cos, ctx.rope_sin);
@@ -89,9 +108,9 @@ torch::Tensor DecoderBlock::Forward(const torch::Tensor& x, ForwardContext& ctx)
   const torch::Tensor attn = ctx.batch->cp.cp > 1
                                  ? CpBitfieldAttention(q, k, v, ctx.batch->mask_words, ctx.batch->cp, *ctx.cp_group)
                                  : BitfieldAttention(q, k, v, ctx.batch->mask_words);
-  const torch::Tensor y = x + o_(attn.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
-  const torch::Tensor m = mlp_norm_(y);
-  return y + down_(F::silu(gate_(m)) * up_(m));
+  const torch::Tensor y = x + TpReduce(o_(attn.transpose(1, 2).reshape({b, s, heads_ * head_dim_})), ctx.tp_group);
+  const torch::Tensor m = TpCopy(mlp_norm_(y), ctx.tp_group);
+  return y + TpReduce(down_(F::silu(gate_(m)) * up_(m)), ctx.tp_group);
 }
 
 }  // namespace cornstarch

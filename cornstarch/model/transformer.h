@@ -40,14 +40,17 @@ class EncoderBlock : public Layer {
 };
 
 // Llama/Qwen2 decoder block: x + GQA(RMSNorm(x)) with RoPE under the bitfield mask (the tiled bitfield kernel, no
-// N x N mask), then x + SwiGLU(RMSNorm(x)).
+// N x N mask), then x + SwiGLU(RMSNorm(x)). Under tensor parallelism it holds heads/tp query and kv heads and
+// intermediate/tp of the SwiGLU width (model/tensor_parallel.h).
 class DecoderBlock : public Layer {
  public:
   explicit DecoderBlock(const LlmConfig& cfg);
   torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
+  void ShardTp(const TpShard& shard) override;
+  TpSplit SplitOf(const std::string& name) const override;
 
  private:
-  int64_t heads_, kv_heads_, head_dim_;
+  int64_t heads_, kv_heads_, head_dim_;  // this rank's heads
   RMSNorm attn_norm_{nullptr}, mlp_norm_{nullptr};
   torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr};
   torch::nn::Linear gate_{nullptr}, up_{nullptr}, down_{nullptr};

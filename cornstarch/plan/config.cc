@@ -400,6 +400,14 @@ void Validate(const Config& c) {
   RequirePositive("parallel.pp", c.parallel.pp);
   RequirePositive("parallel.cp", c.parallel.cp);
   RequirePositive("parallel.dp", c.parallel.dp);
+  RequirePositive("parallel.tp", c.parallel.tp);
+  // Tensor parallelism splits the LLM's heads, SwiGLU width and vocabulary into equal slices.
+  for (const auto& [field, n] : {std::pair{"num_heads", llm.num_heads}, std::pair{"num_kv_heads", llm.num_kv_heads},
+                                 std::pair{"intermediate_size", llm.intermediate_size},
+                                 std::pair{"vocab_size", llm.vocab_size}}) {
+    Require(n % c.parallel.tp == 0, std::string("model.llm.") + field,
+            "must be a multiple of parallel.tp=" + Str(c.parallel.tp) + " (tensor parallelism splits it evenly)", n);
+  }
   RequirePositive("parallel.cp_block", c.parallel.cp_block);
   RequirePositive("parallel.timeout_seconds", c.parallel.timeout_seconds);
   RequirePositive("parallel.grad_bucket_mib", c.parallel.grad_bucket_mib);
@@ -416,6 +424,8 @@ void Validate(const Config& c) {
   if (t.device == DeviceType::kCuda) {
     Require(c.parallel.cp == 1, "parallel.cp", "must be 1 with train.device 'cuda' (context parallelism runs on "
             "CPU only so far; pipeline and data parallelism run on GPUs)", c.parallel.cp);
+    Require(c.parallel.tp == 1, "parallel.tp", "must be 1 with train.device 'cuda' (tensor parallelism runs on "
+            "CPU ranks so far: its collectives have no NCCL path yet)", c.parallel.tp);
   }
 
   const OptimizerConfig& o = c.optimizer;
@@ -426,6 +436,8 @@ void Validate(const Config& c) {
   Require(o.beta1 >= 0 && o.beta1 < 1, "optimizer.beta1", "must be in [0, 1)", o.beta1);
   Require(o.beta2 >= 0 && o.beta2 < 1, "optimizer.beta2", "must be in [0, 1)", o.beta2);
   RequirePositive("optimizer.eps", o.eps);
+  Require(!o.shard || c.parallel.tp == 1, "optimizer.shard", "must be false with parallel.tp > 1 (the sharded "
+          "optimizer's checkpoints do not gather tensor-parallel slices yet)", o.shard);
   Require(o.weight_decay >= 0, "optimizer.weight_decay", "must be >= 0", o.weight_decay);
 
   Require(c.logging.trace_first_step >= 1 && c.logging.trace_last_step >= c.logging.trace_first_step,

@@ -189,6 +189,7 @@ struct ParallelConfig {
   int64_t pp = 1;
   int64_t cp = 1;
   int64_t dp = 1;
+  int64_t tp = 1;
   PlanMode pipeline = PlanMode::kFrozenAware;
   CostSource pipeline_costs = CostSource::kProfile;
   CpSplit cp_split = CpSplit::kBalanced;
@@ -203,6 +204,9 @@ struct ParallelConfig {
     f("pp", pp, "Pipeline-parallel degree. 1 means disabled.");
     f("cp", cp, "Context-parallel degree. 1 means disabled.");
     f("dp", dp, "Data-parallel degree. 1 means disabled.");
+    f("tp", tp, "Tensor-parallel degree (Megatron-style, the innermost mesh axis): the LLM's attention heads, "
+                "SwiGLU width and vocabulary are split over tp ranks, which must divide num_heads, num_kv_heads, "
+                "intermediate_size and vocab_size; encoders and projectors are replicated. 1 means disabled.");
     f("pipeline", pipeline, "Placement of layers on the pp stages: frozen_aware (each encoder on stages of its own, "
                             "cut by frozen-aware cost), uniform (the same, equal layer counts) or colocated (every "
                             "encoder on the first LLM stage, as LLM-centric trainers do).");

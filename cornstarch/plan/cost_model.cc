@@ -57,9 +57,10 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
 }
 
 std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
-                                             int64_t micro_batch_size) {
+                                             int64_t micro_batch_size, int64_t tp) {
   std::vector<LayerMemory> out(spec.layers.size());
   const double b = static_cast<double>(micro_batch_size);
+  const double t = static_cast<double>(tp);
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ChainSpec& chain = spec.chains[c];
     const int last = chain.end - chain.begin - 1;
@@ -72,14 +73,16 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         const double q = d, kv = static_cast<double>(l.num_kv_heads * (l.hidden_size / l.num_heads));
         const double ff = static_cast<double>(l.intermediate_size);
         tokens = b * static_cast<double>(seq_len);
+        // Under tensor parallelism a rank holds 1/tp of the heads, the SwiGLU width and the vocabulary; the
+        // hidden-width tensors (norms, residuals) stay whole.
         if (pos == 0) {
-          params = v * d, per_token = d;
+          params = v * d / t, per_token = d;
         } else if (pos == last) {
-          params = d + d * v, per_token = 2 * d + 2 * v;  // norm in/out, logits and their log-softmax
+          params = d + d * v / t, per_token = 2 * d + 2 * v / t;  // norm in/out, logits and their log-softmax
         } else {
-          params = 2 * d + d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0);
+          params = 2 * d + (d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0)) / t;
           // Recomputed: the input only; else norms, q/k/v before and after RoPE, output, MLP.
-          per_token = spec.layers[i].recompute ? d : 4 * d + 2 * q + 3 * kv + q + 4 * ff;
+          per_token = spec.layers[i].recompute ? d : 4 * d + (2 * q + 3 * kv + q + 4 * ff) / t;
         }
       } else {
         const EncoderConfig& e = model.encoders[c];

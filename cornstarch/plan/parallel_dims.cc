@@ -31,7 +31,6 @@ ParallelDims::ParallelDims(int pp, int dp, int cp, int tp, int world_size, const
       throw Error(std::string("parallel.") + AxisName(a) + ": must be at least 1, got " + std::to_string(degree(a)));
     }
   }
-  if (tp_ != 1) throw Error("parallel.tp: tensor parallelism is reserved and must be 1, got " + std::to_string(tp_));
   const int needed = pp_ * dp_ * cp_ * tp_;
   if (needed != world_size) {
     throw Error("parallel: pp=" + std::to_string(pp_) + " x dp=" + std::to_string(dp_) + " x cp=" +

@@ -20,7 +20,7 @@ class ParallelDims {
   };
 
   // Throws Error naming each factor when pp * dp * cp * tp != world_size (`world_source` says where the world
-  // size came from), when a degree is below 1, or when tp != 1 (reserved).
+  // size came from), or when a degree is below 1.
   ParallelDims(int pp, int dp, int cp, int tp, int world_size, const std::string& world_source = "");
 
   int world_size() const { return pp_ * dp_ * cp_ * tp_; }

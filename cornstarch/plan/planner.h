@@ -50,8 +50,12 @@ int MicrobatchesPerStep(const Config& config);
 // deterministic, so every rank derives the same plan without talking to the others.
 std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec);
 
-// The plan a run executes: parallel.pp stages placed as parallel.pipeline says on `costs` (one microbatch's);
-// pp = 1 is one stage holding every layer, whatever the mode.
+// What each rank of a tensor-parallel group of `tp` spends on each layer: the LLM's layers are split over the
+// group, the encoders run whole on every rank. (The tp all-reduces are not modelled yet.)
+std::vector<LayerCost> PerTpRank(const ModelSpec& spec, std::vector<LayerCost> costs, int64_t tp);
+
+// The plan a run executes: parallel.pp stages placed as parallel.pipeline says on PerTpRank of `costs` (one
+// microbatch's, of the whole layers); pp = 1 is one stage holding every layer, whatever the mode.
 PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const std::vector<LayerCost>& costs);
 
 // Peak bytes of each stage under the plan's schedule: fp32 weights, for trainable parameters also the gradient

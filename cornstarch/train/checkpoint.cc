@@ -121,7 +121,8 @@ void SaveCheckpoint(const Config& config, DistRuntime& runtime, int64_t step, in
         {"step", step},
         {"optimizer_step", optimizer_step},
         {"samples_consumed", step * config.train.global_batch_size},
-        {"layout", {{"pp", d.degree(Axis::kPP)}, {"dp", d.degree(Axis::kDP)}, {"cp", d.degree(Axis::kCP)}}},
+        {"layout", {{"pp", d.degree(Axis::kPP)}, {"dp", d.degree(Axis::kDP)}, {"cp", d.degree(Axis::kCP)},
+                    {"tp", d.degree(Axis::kTP)}}},
         {"train", {{"seed", config.train.seed}, {"global_batch_size", config.train.global_batch_size}}},
         {"shards", shards}};
     WriteFileAtomically((tmp / "manifest.json").string(), manifest.dump(1) + "\n");

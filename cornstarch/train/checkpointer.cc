@@ -1,6 +1,7 @@
 #include "cornstarch/train/checkpointer.h"
 
 #include <filesystem>
+#include <map>
 
 #include "cornstarch/base/check.h"
 #include "cornstarch/base/logging.h"
@@ -24,21 +25,54 @@ bool Checkpointer::WritesState() const {
   return runtime_.coord().cp == 0 && (runtime_.coord().dp == 0 || config_.optimizer.shard);
 }
 
+std::vector<Checkpointer::StatePiece> Checkpointer::ModelState() const {
+  const auto named = model_.NamedParameters();
+  const std::vector<TpSplit> splits = model_.ParameterSplits();
+  std::vector<StatePiece> pieces;
+  for (size_t i = 0; i < named.size(); ++i) {
+    const at::Tensor& p = named[i].second;
+    pieces.push_back({"model." + named[i].first, 0, p, p.numel(), true, splits[i]});
+  }
+  return pieces;
+}
+
 std::vector<Checkpointer::StatePiece> Checkpointer::OptimizerState() const {
-  std::vector<std::pair<std::string, at::Tensor>> trainable;  // the optimizer's parameters, in its order
-  for (const auto& [name, p] : model_.NamedParameters()) {
-    if (p.requires_grad()) trainable.emplace_back(name, p);
+  std::vector<StatePiece> trainable;  // the optimizer's parameters, in its order
+  for (StatePiece& p : ModelState()) {
+    if (p.state.requires_grad()) trainable.push_back(std::move(p));
   }
   std::vector<StatePiece> pieces;
   for (const auto& [prefix, moments] : {std::pair{"exp_avg.", &optimizer_.exp_avg()},
                                         std::pair{"exp_avg_sq.", &optimizer_.exp_avg_sq()}}) {
     for (size_t i = 0; i < moments->size(); ++i) {
       const ParamSlice& s = optimizer_.slices()[i];
-      const auto& [name, p] = trainable.at(static_cast<size_t>(s.param));
-      pieces.push_back({prefix + name, s.begin, (*moments)[i], p.numel(), s.begin == 0 && s.length == p.numel()});
+      const StatePiece& p = trainable.at(static_cast<size_t>(s.param));
+      const std::string name = prefix + p.name.substr(std::string("model.").size());
+      pieces.push_back({name, s.begin, (*moments)[i], p.numel, s.begin == 0 && s.length == p.numel, p.split});
     }
   }
   return pieces;
+}
+
+at::Tensor Checkpointer::Whole(const StatePiece& s) const {
+  return TpGather(s.state, s.split, runtime_.group(Axis::kTP));
+}
+
+void Checkpointer::ReadPiece(CheckpointReader& reader, const StatePiece& s) const {
+  if (!s.whole) {
+    reader.ReadRange(s.name, s.numel, s.begin, s.state);
+    return;
+  }
+  if (s.split == TpSplit::kReplicated) {
+    reader.Read(s.name, s.state);
+    return;
+  }
+  std::vector<int64_t> shape = s.state.sizes().vec();
+  shape[s.split == TpSplit::kDim0 ? 0 : 1] *= model_.tp().size;
+  const at::Tensor whole = at::empty(shape, s.state.options().requires_grad(false));
+  reader.Read(s.name, whole);
+  at::NoGradGuard no_grad;
+  s.state.copy_(TpSlice(whole, s.split, model_.tp()));
 }
 
 int64_t Checkpointer::Restore() {
@@ -49,14 +83,8 @@ int64_t Checkpointer::Restore() {
     throw Error("checkpoint.resume: " + dir + " is at step " + std::to_string(reader.step()) +
                 ", nothing left of train.steps=" + std::to_string(config_.train.steps));
   }
-  for (const auto& [name, p] : model_.NamedParameters()) reader.Read("model." + name, p);
-  for (const StatePiece& s : OptimizerState()) {
-    if (s.whole) {
-      reader.Read(s.name, s.state);
-    } else {
-      reader.ReadRange(s.name, s.numel, s.begin, s.state);
-    }
-  }
+  for (const StatePiece& s : ModelState()) ReadPiece(reader, s);
+  for (const StatePiece& s : OptimizerState()) ReadPiece(reader, s);
   optimizer_.set_step_count(reader.optimizer_step());
   if (runtime_.rank() == 0) spdlog::info("resumed from {} at step {}", dir, reader.step());
   return reader.step();
@@ -70,12 +98,12 @@ bool Checkpointer::Due(int64_t step) const {
 void Checkpointer::Save(int64_t step) {
   NamedTensors shard;
   if (WritesModel()) {
-    for (const auto& [name, p] : model_.NamedParameters()) shard.emplace_back("model." + name, p);
+    for (const StatePiece& s : ModelState()) shard.emplace_back(s.name, Whole(s));
   }
   if (WritesState()) {
     for (const StatePiece& s : OptimizerState()) {
       const std::string range = fmt::format("[{}:{}]", s.begin, s.begin + s.state.numel());
-      shard.emplace_back(s.whole ? s.name : s.name + range, s.state);
+      shard.emplace_back(s.whole ? s.name : s.name + range, Whole(s));
     }
   }
   const ParallelDims& d = runtime_.dims();
@@ -86,7 +114,8 @@ void Checkpointer::Save(int64_t step) {
     }
   }
   const ParallelDims::Coord c = runtime_.coord();
-  const bool writes = WritesModel() || WritesState();
+  const bool writes = (WritesModel() || WritesState()) && c.tp == 0;
+  if (!writes) shard.clear();
   SaveCheckpoint(config_, runtime_, step, optimizer_.step_count(), shard, writes ? ShardName(c.pp, c.dp) : "", names);
   if (runtime_.rank() == 0) spdlog::info("saved {}", config_.checkpoint.dir + "/" + CheckpointDirName(step));
 }
@@ -98,7 +127,13 @@ void Checkpointer::ExportHf() {
   for (int s = 0; s < stages; ++s) shards.push_back(fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, stages));
   if (runtime_.rank() == 0) std::filesystem::create_directories(dir);
   runtime_.world().Barrier();
-  if (WritesModel()) ExportHfWeights(model_, dir + "/" + shards[runtime_.coord().pp]);
+  if (WritesModel()) {
+    std::map<std::string, at::Tensor> whole;
+    if (model_.tp().active()) {
+      for (const StatePiece& s : ModelState()) whole[s.name.substr(std::string("model.").size())] = Whole(s);
+    }
+    if (runtime_.coord().tp == 0) ExportHfWeights(model_, dir + "/" + shards[runtime_.coord().pp], whole);
+  }
   runtime_.world().Barrier();
   if (runtime_.rank() == 0) {
     WriteHfIndex(dir, shards);

@@ -1,13 +1,16 @@
 // This rank's training state on disk. The stage's first data- and context-parallel rank writes its parameters
 // ("model.<name>") and, unsharded, the AdamW moments of the trainable ones ("exp_avg.<name>", "exp_avg_sq.<name>");
 // with a sharded optimizer each dp rank writes the slices of the moments it owns. Everything is read back by name
-// and element range (train/checkpoint.h), so any layout, sharded or not, resumes any other. At the
+// and element range (train/checkpoint.h), so any layout, sharded or not, resumes any other. Tensor-parallel
+// slices are gathered over the tp group and written whole by its first rank, as one process would write them;
+// on restore each rank cuts its slice out again, so a checkpoint of any tp resumes at any other. At the
 // end the model can be exported in Hugging Face layout: every stage writes its shard, rank 0 the index
 // (io/hf_weights.h).
 #pragma once
 
 #include <cstdint>
 
+#include "cornstarch/model/tensor_parallel.h"
 #include "cornstarch/plan/config.h"
 #include "cornstarch/train/checkpoint.h"
 
@@ -41,10 +44,16 @@ class Checkpointer {
     at::Tensor state;
     int64_t numel;
     bool whole;  // all of the tensor
+    TpSplit split;  // how the tensor lies over the tp ranks (its parameter's layout)
   };
   std::vector<StatePiece> OptimizerState() const;
-  bool WritesModel() const;  // this rank writes its stage's parameters
-  bool WritesState() const;  // this rank writes its optimizer state
+  std::vector<StatePiece> ModelState() const;  // the parameters as "model.<name>", whole pieces
+  // Reads piece `s` from the checkpoint: its slice of the whole tensor when tensor-parallel.
+  void ReadPiece(CheckpointReader& reader, const StatePiece& s) const;
+  // What is written: the tensor itself, or (a tp slice) the whole tensor gathered over the tp group.
+  at::Tensor Whole(const StatePiece& s) const;
+  bool WritesModel() const;  // this rank's tp group writes its stage's parameters
+  bool WritesState() const;  // this rank's tp group writes its optimizer state
 
   const Config& config_;
   DistRuntime& runtime_;

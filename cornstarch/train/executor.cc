@@ -32,8 +32,8 @@ struct PipelineExecutor::InFlight {
 };
 
 PipelineExecutor::PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp,
-                                   Communicator& cp)
-    : model_(model), plan_(plan), stage_(stage), pp_(pp), cp_(cp) {
+                                   Communicator& cp, Communicator* tp)
+    : model_(model), plan_(plan), stage_(stage), pp_(pp), cp_(cp), tp_(tp) {
   const int stages = plan.graph.num_stages();
   CS_CHECK(stage >= 0 && stage < stages, "stage ", stage, " of ", stages);
   CS_CHECK(stages == 1 || pp.size() == stages, "pipeline group of ", pp.size(), " ranks for ", stages, " stages");
@@ -121,6 +121,7 @@ void PipelineExecutor::Forward(int mb, const Batch& batch, double loss_scale) {
   const int llm = spec.llm_chain();
   f.ctx = model_.MakeContext(batch);
   f.ctx.cp_group = &cp_;
+  f.ctx.tp_group = tp_;
   f.ctx.features.assign(llm, torch::Tensor());
   std::map<int, torch::Tensor> from_layer;  // producer layer -> its output, received
   for (const auto& [peer, t] : f.inputs) from_layer[producer_layer_.at(peer)] = t;
@@ -146,8 +147,8 @@ void PipelineExecutor::Forward(int mb, const Batch& batch, double loss_scale) {
     if (encoder && run.end == chain.end) f.ctx.features[run.chain] = x;
   }
   if (last) {
-    const torch::Tensor loss = model_.HeadLossSum(x, batch);
-    loss_sum_ += loss.item<double>();
+    const torch::Tensor loss = model_.HeadLossSum(x, batch, tp_);
+    if (tp_ == nullptr || tp_->rank() == 0) loss_sum_ += loss.item<double>();
     f.loss = loss / loss_scale;
   } else {
     f.output = x;

@@ -33,13 +33,16 @@ struct ActionTiming {
 class PipelineExecutor {
  public:
   // `model` holds at least this stage's layers; `pp` is the pipeline group, whose rank r runs stage r (not
-  // owned; unused when the plan has one stage); `cp` the context-parallel group the LLM's attention spans.
-  PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp, Communicator& cp);
+  // owned; unused when the plan has one stage); `cp` the context-parallel group the LLM's attention spans; `tp`
+  // the tensor-parallel group of a sharded model (null: none). A tp group runs the same actions in lockstep, each
+  // rank exchanging activations with the ranks of its own tp coordinate on the neighbouring stages.
+  PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp, Communicator& cp,
+                   Communicator* tp = nullptr);
   ~PipelineExecutor();
 
   // Runs this stage's actions over the step's microbatches (plan's microbatch count); the gradient of
   // sum(token losses) / loss_scale accumulates into the stage's parameters. Returns the sum of the token losses
-  // on the last stage and 0 elsewhere. `before_last_backward` (if set) runs just before the stage's last backward,
+  // on the last stage (its first tp rank: they all compute the same) and 0 elsewhere. `before_last_backward` (if set) runs just before the stage's last backward,
   // whose gradients complete the step's: where overlapped gradient synchronisation arms itself.
   double Step(const std::vector<Batch>& micro, double loss_scale,
               const std::function<void()>& before_last_backward = {});
@@ -73,6 +76,7 @@ class PipelineExecutor {
   const int stage_;
   Communicator& pp_;
   Communicator& cp_;
+  Communicator* tp_;
   std::vector<LayerRun> runs_;
   std::map<int, int> producer_layer_;  // producer stage -> the layer whose output it sends
   std::map<int, std::unique_ptr<InFlight>> in_flight_;

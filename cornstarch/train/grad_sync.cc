@@ -120,15 +120,22 @@ std::vector<at::Tensor> GradSync::grads() const {
   return grads;
 }
 
-double GradSync::SquaredNorm() const {
-  const double mine = SquaredGradNorm(grads());
+std::pair<double, double> GradSync::SquaredNorms(const std::vector<bool>& tp_split) const {
+  std::vector<at::Tensor> split, whole;
+  const std::vector<at::Tensor> g = grads();
+  for (size_t i = 0; i < g.size(); ++i) {
+    (!tp_split.empty() && tp_split.at(slices_[i].param) ? split : whole).push_back(g[i]);
+  }
+  const std::pair<double, double> mine{SquaredGradNorm(split), SquaredGradNorm(whole)};
   // A stage without trainable parameters (a frozen encoder's) has nothing to add; its dp group, all on that
   // stage, skips the sum together.
   if (!shard_ || params_.empty()) return mine;
   // The shards are disjoint: their sums add up to the stage's.
-  at::Tensor sum = at::full({1}, mine, at::TensorOptions().dtype(at::kDouble).device(params_.front().device()));
+  at::Tensor sum = at::tensor({mine.first, mine.second}, at::TensorOptions().dtype(at::kDouble))
+                       .to(params_.front().device());
   dp_.AllReduce(sum, ReduceOp::kSum);
-  return sum.item<double>();
+  const at::Tensor host = sum.cpu();
+  return {host[0].item<double>(), host[1].item<double>()};
 }
 
 void GradSync::GatherParams() {

@@ -44,8 +44,10 @@ class GradSync {
   const std::vector<ParamSlice>& slices() const { return slices_; }
   // The summed gradient of each slice, shaped like the slice's view of its parameter (undefined: no gradient).
   std::vector<at::Tensor> grads() const;
-  // Sum of the squared gradient entries of the whole stage (in fp64): with sharding, over the dp group.
-  double SquaredNorm() const;
+  // Sums of the squared gradient entries of the whole stage (in fp64; with sharding, over the dp group): of the
+  // parameters marked in `tp_split` (tensor-parallel slices, which the caller adds up over the tp group) and of
+  // the rest (whole on every tp rank, to be counted once). `tp_split` is per parameter; empty: none is split.
+  std::pair<double, double> SquaredNorms(const std::vector<bool>& tp_split) const;
   // After the optimizer updated this rank's slices in place, gives every replica every slice (sharded only).
   void GatherParams();
   // Zeroes the parameters' accumulated gradients for the next step.

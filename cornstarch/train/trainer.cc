@@ -62,7 +62,9 @@ void Trainer::Init() {
   const ModelSpec spec = BuildModelSpec(config.model);
   plan_ = std::make_unique<PipelinePlan>(BuildPipelinePlan(config, spec, runtime_));
   const int stage = runtime_.coord().pp;
-  model_ = std::make_unique<MultimodalModel>(config.model, config.train.seed, plan_->stages[stage].layers);
+  Communicator& tp = runtime_.group(Axis::kTP);
+  model_ = std::make_unique<MultimodalModel>(config.model, config.train.seed, plan_->stages[stage].layers,
+                                             TpShard{tp.rank(), tp.size()});
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ModelConfig& m = config.model;
     if (!(c == spec.llm_chain() ? m.llm.weights : m.encoders[c].weights).empty()) LoadHfWeights(*model_, c);
@@ -75,7 +77,7 @@ void Trainer::Init() {
     dp_nccl_ = MakeNcclCommunicator(dp, device_.index(), config.parallel.timeout_seconds, "dp");
   }
   executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP),
-                                                 runtime_.group(Axis::kCP));
+                                                 runtime_.group(Axis::kCP), tp.size() > 1 ? &tp : nullptr);
   data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed));
   if (config.eval.enabled()) eval_data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kEval);
   // With dp = 1 there is nothing to shard over.
@@ -84,6 +86,13 @@ void Trainer::Init() {
   grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), bucket_bytes, dp_nccl_ ? *dp_nccl_ : dp,
                                           runtime_.group(Axis::kCP), shard, config.parallel.overlap_grad_sync);
   optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), grad_sync_->slices(), config.optimizer);
+  if (tp.size() > 1) {
+    const auto named = model_->NamedParameters();
+    const std::vector<TpSplit> splits = model_->ParameterSplits();
+    for (size_t i = 0; i < named.size(); ++i) {
+      if (named[i].second.requires_grad()) tp_split_.push_back(splits[i] != TpSplit::kReplicated);
+    }
+  }
   if (runtime_.rank() == 0) {
     spdlog::info("optimizer state: {:.2f} MiB on rank 0{}", optimizer_->state_bytes() / 1048576.0,
                  shard ? " (sharded over " + std::to_string(dp.size()) + " dp ranks)" : "");
@@ -146,10 +155,12 @@ StepMetrics Trainer::Step() {
   const double t3 = TraceRecorder::NowUs();
   {
     RECORD_USER_SCOPE(scope::kOptimizer);
-    // Each parameter lives on one stage (and, sharded, each element on one replica): the global norm adds the
-    // stages' squared norms once.
+    // Each parameter lives on one stage (and, sharded, each element on one replica; split by tp, each slice on
+    // one tp rank): the global norm adds the stages' squared norms once, each tp slice once and every tensor
+    // that is whole on all tp ranks once.
     const std::vector<torch::Tensor> grads = grad_sync_->grads();
-    m.grad_norm = std::sqrt(SumOver(runtime_.group(Axis::kPP), grad_sync_->SquaredNorm()));
+    const auto [split, whole] = grad_sync_->SquaredNorms(tp_split_);
+    m.grad_norm = std::sqrt(SumOver(runtime_.group(Axis::kPP), SumOver(runtime_.group(Axis::kTP), split) + whole));
     const double factor = ClipFactor(m.grad_norm, config_.train.grad_clip_norm);
     if (factor < 1.0) ScaleGrads(grads, factor);
     optimizer_->Step(m.lr, grads);

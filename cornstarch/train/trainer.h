@@ -86,6 +86,7 @@ class Trainer {
   std::unique_ptr<BatchLoader> loader_;  // this rank's microbatches from step_ on
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
+  std::vector<bool> tp_split_;  // per trainable parameter: a tensor-parallel slice (its norm adds over tp)
   std::unique_ptr<Communicator> dp_nccl_;  // train.device 'cuda' with dp > 1: the gradient sums
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<MfuMeter> mfu_;

@@ -102,6 +102,22 @@ TEST_CASE("bad configs name the key, what was expected and what was found", "[co
       {{"parallel.dp=3"},
        "train.global_batch_size: must be a multiple of micro_batch_size * parallel.dp = 24, got 16"},
       {{"parallel.pp=0"}, "parallel.pp: must be at least 1, got 0"},
+      {{"parallel.tp=0"}, "parallel.tp: must be at least 1, got 0"},
+      {{"parallel.tp=3"},
+       "model.llm.num_heads: must be a multiple of parallel.tp=3 (tensor parallelism splits it evenly), got 4"},
+      {{"parallel.tp=4"},
+       "model.llm.num_kv_heads: must be a multiple of parallel.tp=4 (tensor parallelism splits it evenly), got 2"},
+      {{"parallel.tp=2", "model.llm.intermediate_size=351"},
+       "model.llm.intermediate_size: must be a multiple of parallel.tp=2 (tensor parallelism splits it evenly), "
+       "got 351"},
+      {{"parallel.tp=2", "model.llm.vocab_size=255"},
+       "model.llm.vocab_size: must be a multiple of parallel.tp=2 (tensor parallelism splits it evenly), got 255"},
+      {{"parallel.tp=2", "optimizer.shard=true"},
+       "optimizer.shard: must be false with parallel.tp > 1 (the sharded optimizer's checkpoints do not gather "
+       "tensor-parallel slices yet), got true"},
+      {{"parallel.tp=2", "train.device=cuda"},
+       "parallel.tp: must be 1 with train.device 'cuda' (tensor parallelism runs on CPU ranks so far: its "
+       "collectives have no NCCL path yet), got 2"},
       {{"train.device=tpu"}, "train.device: must be one of 'cpu', 'cuda', got 'tpu'"},
       {{"train.device=cuda", "parallel.cp=2", "parallel.cp_block=32"},
        "parallel.cp: must be 1 with train.device 'cuda' (context parallelism runs on CPU only so far; pipeline and "

@@ -14,25 +14,27 @@ TEST_CASE("rank <-> coordinate mapping is a bijection with tp and cp innermost",
   for (int pp : {1, 2, 3, 4}) {
     for (int dp : {1, 2, 3}) {
       for (int cp : {1, 2, 4}) {
-        const ParallelDims dims(pp, dp, cp, 1, pp * dp * cp);
-        std::set<int> seen;
-        for (int r = 0; r < dims.world_size(); ++r) {
-          const ParallelDims::Coord c = dims.CoordOf(r);
-          CHECK(dims.RankOf(c) == r);
-          CHECK(r == (c.pp * dp + c.dp) * cp + c.cp);
-          seen.insert(r);
+        for (int tp : {1, 2, 4}) {
+          const ParallelDims dims(pp, dp, cp, tp, pp * dp * cp * tp);
+          std::set<int> seen;
+          for (int r = 0; r < dims.world_size(); ++r) {
+            const ParallelDims::Coord c = dims.CoordOf(r);
+            CHECK(dims.RankOf(c) == r);
+            CHECK(r == ((c.pp * dp + c.dp) * cp + c.cp) * tp + c.tp);
+            seen.insert(r);
+          }
+          CHECK(static_cast<int>(seen.size()) == pp * dp * cp * tp);
         }
-        CHECK(static_cast<int>(seen.size()) == pp * dp * cp);
       }
     }
   }
 }
 
 TEST_CASE("axis groups partition the world and differ only along their axis", "[dims]") {
-  const ParallelDims dims(3, 2, 2, 1, 12);
+  const ParallelDims dims(3, 2, 2, 2, 24);
   for (Axis axis : {Axis::kPP, Axis::kDP, Axis::kCP, Axis::kTP}) {
     std::map<int, std::vector<int>> by_color;
-    for (int r = 0; r < 12; ++r) {
+    for (int r = 0; r < 24; ++r) {
       const std::vector<int> group = dims.GroupRanks(r, axis);
       REQUIRE(static_cast<int>(group.size()) == dims.degree(axis));
       // The position of a rank in its group is its coordinate on the axis.
@@ -45,12 +47,14 @@ TEST_CASE("axis groups partition the world and differ only along their axis", "[
       }
       by_color[dims.GroupColor(r, axis)].push_back(r);
     }
-    CHECK(static_cast<int>(by_color.size()) == 12 / dims.degree(axis));
+    CHECK(static_cast<int>(by_color.size()) == 24 / dims.degree(axis));
   }
-  CHECK(dims.Describe() == "pp=3 x dp=2 x cp=2 x tp=1 = 12 ranks");
-  CHECK(dims.GroupRanks(5, Axis::kPP) == std::vector<int>{1, 5, 9});
-  CHECK(dims.GroupRanks(5, Axis::kDP) == std::vector<int>{5, 7});
-  CHECK(dims.GroupRanks(5, Axis::kCP) == std::vector<int>{4, 5});
+  CHECK(dims.Describe() == "pp=3 x dp=2 x cp=2 x tp=2 = 24 ranks");
+  // Rank 11 = (pp 1, dp 0, cp 1, tp 1): tp neighbours are adjacent ranks, then cp, dp, pp.
+  CHECK(dims.GroupRanks(11, Axis::kTP) == std::vector<int>{10, 11});
+  CHECK(dims.GroupRanks(11, Axis::kCP) == std::vector<int>{9, 11});
+  CHECK(dims.GroupRanks(11, Axis::kDP) == std::vector<int>{11, 15});
+  CHECK(dims.GroupRanks(11, Axis::kPP) == std::vector<int>{3, 11, 19});
 }
 
 TEST_CASE("invalid layouts name each factor and the world size", "[dims]") {
@@ -61,8 +65,7 @@ TEST_CASE("invalid layouts name each factor and the world size", "[dims]") {
         "parallel: pp=1 x dp=1 x cp=1 x tp=1 needs 1 ranks, but the job has 2");
   CHECK(ErrorOf([] { ParallelDims(0, 1, 1, 1, 1); }) == "parallel.pp: must be at least 1, got 0");
   CHECK(ErrorOf([] { ParallelDims(1, 1, -1, 1, 1); }) == "parallel.cp: must be at least 1, got -1");
-  CHECK(ErrorOf([] { ParallelDims(1, 1, 1, 2, 2); }) ==
-        "parallel.tp: tensor parallelism is reserved and must be 1, got 2");
+  CHECK(ErrorOf([] { ParallelDims(1, 1, 1, 0, 1); }) == "parallel.tp: must be at least 1, got 0");
 }
 
 TEST_CASE("launch environment: OpenMPI, then Slurm, then RANK/WORLD_SIZE, else one process", "[launch]") {

@@ -1,0 +1,83 @@
+#include "cornstarch/model/tensor_parallel.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "cornstarch/base/check.h"
+#include "cornstarch/dist/communicator.h"
+
+namespace cornstarch {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+double comm_seconds = 0;  // TpCommSeconds; the tp collectives run on the training thread only
+
+torch::Tensor SumOver(const torch::Tensor& x, Communicator& tp) {
+  const auto start = std::chrono::steady_clock::now();
+  torch::Tensor sum = x.contiguous().clone();
+  tp.AllReduce(sum, ReduceOp::kSum);
+  comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return sum;
+}
+
+Communicator* CommOf(AutogradContext* ctx) { return reinterpret_cast<Communicator*>(ctx->saved_data["tp"].toInt()); }
+
+class CopyFunction : public torch::autograd::Function<CopyFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t tp) {
+    ctx->saved_data["tp"] = tp;
+    return x;  // autograd gives the output a node of its own over the same storage
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    // The tp ranks run the same graph: a gradient is missing on all of them alike, and then nothing is summed.
+    if (!grads[0].defined()) return {torch::Tensor(), torch::Tensor()};
+    return {SumOver(grads[0], *CommOf(ctx)), torch::Tensor()};
+  }
+};
+
+class ReduceFunction : public torch::autograd::Function<ReduceFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t tp) {
+    return SumOver(x, *reinterpret_cast<Communicator*>(tp));
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], torch::Tensor()}; }
+};
+
+}  // namespace
+
+torch::Tensor TpCopy(const torch::Tensor& x, Communicator* tp) {
+  if (tp == nullptr || tp->size() == 1) return x;
+  return CopyFunction::apply(x, reinterpret_cast<int64_t>(tp));
+}
+
+torch::Tensor TpReduce(const torch::Tensor& x, Communicator* tp) {
+  if (tp == nullptr || tp->size() == 1) return x;
+  return ReduceFunction::apply(x, reinterpret_cast<int64_t>(tp));
+}
+
+double TpCommSeconds() { return comm_seconds; }
+
+torch::Tensor TpSlice(const torch::Tensor& whole, TpSplit split, const TpShard& shard) {
+  if (split == TpSplit::kReplicated || !shard.active()) return whole;
+  const int64_t dim = split == TpSplit::kDim0 ? 0 : 1;
+  const int64_t n = whole.size(dim);
+  CS_CHECK(n % shard.size == 0, "dim ", dim, " of ", whole.sizes(), " does not split over ", shard.size, " tp ranks");
+  return whole.narrow(dim, shard.Begin(n), shard.Length(n));
+}
+
+torch::Tensor TpGather(const torch::Tensor& slice, TpSplit split, Communicator& tp) {
+  if (split == TpSplit::kReplicated || tp.size() == 1) return slice;
+  // The collective concatenates along dim 0: a dim-1 slice travels transposed.
+  const torch::Tensor rows = split == TpSplit::kDim0 ? slice.contiguous() : slice.t().contiguous();
+  std::vector<int64_t> shape = rows.sizes().vec();
+  shape[0] *= tp.size();
+  torch::Tensor whole = torch::empty(shape, rows.options());
+  tp.AllGather(rows, whole);
+  return split == TpSplit::kDim0 ? whole : whole.t().contiguous();
+}
+
+}  // namespace cornstarch
