@@ -271,7 +271,7 @@ void LoadHfWeights(MultimodalModel& model, int chain) {
       if (split != TpSplit::kReplicated) whole[split == TpSplit::kDim0 ? 0 : 1] *= model.tp().size;
       if (value.sizes() != whole) {
         throw Error(from + ": " + prefix + t.parts[0].name + (t.parts.size() > 1 ? " (fused with the k/v parts)" : "") +
-                    " is " + c10::str(value.sizes()) + ", but " + t.ours + " needs " + c10::str(whole) +
+                    " is " + c10::str(value.sizes()) + ", but " + t.ours + " needs " + c10::str(c10::IntArrayRef(whole)) +
                     "; check " + module + " against the checkpoint's config");
       }
       p.copy_(TpSlice(value, split, model.tp()));
