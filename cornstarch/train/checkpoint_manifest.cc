@@ -1,6 +1,8 @@
 #include "cornstarch/train/checkpoint_manifest.h"
 
 #include <charconv>
+#include <cstdint>
+#include <type_traits>
 
 #include "cornstarch/base/check.h"
 #include "cornstarch/base/json.h"
@@ -13,6 +15,19 @@ namespace {
 bool PlainName(const std::string& name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
          name.find('\0') == std::string::npos;
+}
+
+// Field `key` of `j` as an integer of type T. nlohmann's get<T>() casts a floating-point JSON number (1e30, or an
+// integer literal past 64 bits, which it parses as a double) without a range check, which is undefined behaviour:
+// only an integer literal that fits T is taken.
+template <class T>
+T IntegerAt(const nlohmann::json& j, const char* key, const std::string& path) {
+  const nlohmann::json& v = j.at(key);
+  const bool fits = std::is_unsigned_v<T> ? v.is_number_unsigned()
+                                          : v.is_number_integer() && (!v.is_number_unsigned() ||
+                                                                      v.get<uint64_t>() <= INT64_MAX);
+  if (!fits) throw Error(path + ": missing or mistyped field: " + key + " must be an integer, got " + v.dump());
+  return v.get<T>();
 }
 
 template <class F>
@@ -33,11 +48,11 @@ CheckpointManifest ParseCheckpointManifest(const std::string& text, const std::s
       throw Error(path + ": not a version " + std::to_string(kCheckpointVersion) + " cornstarch checkpoint");
     }
     CheckpointManifest c;
-    c.step = m.at("step").get<int64_t>();
-    c.optimizer_step = m.at("optimizer_step").get<int64_t>();
-    c.samples_consumed = m.at("samples_consumed").get<int64_t>();
-    c.seed = m.at("train").at("seed").get<int64_t>();
-    c.global_batch_size = m.at("train").at("global_batch_size").get<int64_t>();
+    c.step = IntegerAt<int64_t>(m, "step", path);
+    c.optimizer_step = IntegerAt<int64_t>(m, "optimizer_step", path);
+    c.samples_consumed = IntegerAt<int64_t>(m, "samples_consumed", path);
+    c.seed = IntegerAt<int64_t>(m.at("train"), "seed", path);
+    c.global_batch_size = IntegerAt<int64_t>(m.at("train"), "global_batch_size", path);
     if (c.step < 0 || c.optimizer_step < 0 || c.global_batch_size <= 0) {
       throw Error(path + ": step and optimizer_step must be >= 0 and train.global_batch_size > 0");
     }
@@ -61,7 +76,7 @@ ShardSidecar ParseShardSidecar(const std::string& text, const std::string& path)
     ShardSidecar c;
     c.file = s.at("file").get<std::string>();
     if (!PlainName(c.file)) throw Error(path + ": shard file '" + c.file + "' is not a file name");
-    c.bytes = s.at("bytes").get<uint64_t>();
+    c.bytes = IntegerAt<uint64_t>(s, "bytes", path);
     c.checksum = s.at("fnv1a64").get<std::string>();
     for (const nlohmann::json& t : s.at("tensors")) c.tensors.push_back(t.get<std::string>());
     return c;

@@ -156,6 +156,14 @@ TEST_CASE("manifests, sidecars and piece names from untrusted text", "[checkpoin
   CHECK_THAT(manifest_error("\"stage-0\",", "\"../../etc/passwd\","), Contains("m.json: shard '../../etc/passwd'"));
   CHECK_THAT(manifest_error("\"step\": 6", "\"step\": 4611686018427387904"), Contains("samples_consumed does not match"));
   CHECK_THAT(manifest_error("\"step\": 6", "\"step\": \"6\""), Contains("m.json: missing or mistyped field"));
+  // Numbers that are not 64-bit integers are refused, not cast (the fuzzer's find: a cast of 9.7e19 to uint64).
+  CHECK_THAT(manifest_error("\"step\": 6", "\"step\": 1e30"),
+             Contains("m.json: missing or mistyped field: step must be an integer, got 1e+30"));
+  CHECK_THAT(manifest_error("\"step\": 6", "\"step\": 9223372036854775808"),
+             Contains("step must be an integer, got 9223372036854775808"));
+  CHECK_THAT(ErrorOf([] { ParseShardSidecar(R"({"file": "x", "bytes": 96666666666666666612, "fnv1a64": "0",
+                                                  "tensors": []})", "s.json"); }),
+             Contains("s.json: missing or mistyped field: bytes must be an integer, got 9.666666666666667e+19"));
   CHECK_THAT(manifest_error("\"version\": 1", "\"version\": 2"), Contains("not a version 1 cornstarch checkpoint"));
   CHECK_THAT(ErrorOf([] { ParseShardSidecar(R"({"file": "/x.safetensors", "bytes": 1, "fnv1a64": "0",
                                                   "tensors": []})", "s.json"); }),
