@@ -124,7 +124,8 @@ void TraceRecorder::Write(DistRuntime& runtime, const PipelinePlan& plan, const 
   for (int r = 0; r < world.size(); ++r) {
     const ParallelDims::Coord c = runtime.dims().CoordOf(r);
     trace.NameProcess(r, "rank " + std::to_string(r) + " (pp " + std::to_string(c.pp) + ", dp " +
-                             std::to_string(c.dp) + ", cp " + std::to_string(c.cp) + ")");
+                             std::to_string(c.dp) + ", cp " + std::to_string(c.cp) + ", tp " +
+                             std::to_string(c.tp) + ")");
     trace.NameThread(r, 0, "step");
     trace.NameThread(r, 1, "gradient buckets");
     for (int64_t i = 0; i < n; ++i) {
