@@ -5,11 +5,13 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <stdexcept>
 
 #include "cornstarch/data/demo_dataset.h"
 #include "cornstarch/io/hf_weights.h"
@@ -76,6 +78,30 @@ int main(int argc, char** argv) {
           const std::string ext = e.path().extension().string();
           if (kept[ext]++ >= 3) continue;
           Put(dir / (ext == ".wav" ? "audio" : "image") / e.path().filename(), Slurp(e.path()));
+        }
+        // WebDataset shards of a few samples (a .json member and its media per key), written by GNU tar in each
+        // header format the reader knows: ustar, GNU long names, pax records.
+        // Keys under a directory longer than tar's 100-byte name field, so each format writes its long names.
+        const std::string sub = std::string(110, 'w');
+        fs::create_directories(demo / sub);
+        std::string members;
+        for (int i = 0; i < 3; ++i) {
+          const std::string key = sub + "/demo-" + std::to_string(i);
+          Put(demo / (key + ".json"), "{\"conversations\": [{\"from\": \"human\", \"value\": \"<image>\"}]}");
+          members += " " + key + ".json";
+          for (const char* ext : {".png", ".jpg", ".wav"}) {
+            const fs::path media = demo / "media" / ("demo-" + std::to_string(i) + ext);
+            if (!fs::exists(media)) continue;
+            fs::copy_file(media, demo / (key + ext));
+            members += " " + key + ext;
+          }
+        }
+        fs::create_directories(dir / "webdataset");
+        for (const char* format : {"ustar", "gnu", "pax"}) {
+          const std::string cmd = "tar --format=" + std::string(format) + " -cf " +
+                                  (dir / "webdataset" / (std::string(format) + ".tar")).string() + " -C " +
+                                  demo.string() + members;
+          if (std::system(cmd.c_str()) != 0) throw std::runtime_error(cmd + " failed");
         }
       }
       fs::remove_all(demo);

@@ -6,12 +6,14 @@
 //                   [--tokenize-file F]
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cornstarch/base/check.h"
 #include "cornstarch/base/logging.h"
 #include "cornstarch/data/dataset.h"
+#include "cornstarch/data/dataset_file.h"
 #include "cornstarch/data/llava_dataset.h"
 #include "cornstarch/data/token_table.h"
 #include "cornstarch/data/tokenizer.h"
@@ -74,7 +76,7 @@ int main(int argc, char** argv) {
     const char* usage =
         "usage: cornstarch-data [--config FILE] [--set key=value ...] [--sample N] [--sequence N] "
         "[--tokenize TEXT] [--tokenize-file F]\n"
-        "  --sample N: sample N of data.path (llava) as its chat template lays it out\n"
+        "  --sample N: sample N of the files of data.path (llava) as its chat template lays it out\n"
         "  --sequence N: packed sequence N as training reads it (any data.type)\n"
         "  --tokenize TEXT / --tokenize-file F: the ids data.tokenizer gives, one line per text or per line of F\n";
     tools::ParseCommandLine(
@@ -103,14 +105,22 @@ int main(int argc, char** argv) {
     if (sample >= 0) {
       if (config.data.type != DataType::kLlava) throw Error("--sample: needs data.type: llava (use --sequence)");
       const LlavaDataset data(config, static_cast<uint64_t>(config.train.seed));
-      if (sample >= data.num_samples()) {
-        throw Error("--sample: " + std::to_string(sample) + " is past the " + std::to_string(data.num_samples()) +
-                    " usable samples of " + config.data.path);
+      // Sample N counts through the files of the first dataset in their sorted order.
+      int64_t left = sample, total = 0;
+      std::optional<LlavaDataset::Packed> packed;
+      for (const std::string& path : data.sources().at(0).files) {
+        const DatasetFile file(path, data.sources()[0].media_dir);
+        total += file.size();
+        if (!packed && left < file.size()) packed = data.Prepare(file, left);
+        if (!packed) left -= file.size();
+      }
+      if (!packed) {
+        throw Error("--sample: " + std::to_string(sample) + " is past the " + std::to_string(total) +
+                    " samples of the dataset's files");
       }
       const auto tokenizer = ConfiguredTokenizer(config, "--sample");
-      std::cout << "sample " << sample << " of " << config.data.path << ", chat template "
-                << NameOf(config.data.chat_template) << ":\n"
-                << TokenTable(SampleRows(data.sample(sample), EncoderNames(config)), tokenizer.get());
+      std::cout << packed->where << ", chat template " << NameOf(config.data.chat_template) << ":\n"
+                << TokenTable(SampleRows(packed->tokens, EncoderNames(config)), tokenizer.get());
     }
     if (sequence >= 0) {
       const auto data = MakeDataset(config, static_cast<uint64_t>(config.train.seed));

@@ -11,7 +11,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(safetensors_header hf_index sentencepiece hf_tokenizer conversations config image audio checkpoint_manifest)
+targets=(safetensors_header hf_index sentencepiece hf_tokenizer conversations config image audio checkpoint_manifest
+  webdataset)
 # The sources each target links: the reader and what it uses, nothing that needs LibTorch.
 tokenizers="cornstarch/data/tokenizer.cc cornstarch/data/sentencepiece_tokenizer.cc cornstarch/data/hf_tokenizer.cc"
 declare -A sources=(
@@ -24,6 +25,7 @@ declare -A sources=(
   [image]="cornstarch/data/image.cc $(ls cornstarch/plan/*.cc | grep -v layering_probe | tr '\n' ' ')"
   [audio]="cornstarch/data/audio_file.cc"
   [checkpoint_manifest]="cornstarch/train/checkpoint_manifest.cc"
+  [webdataset]="cornstarch/data/webdataset.cc"
 )
 
 [[ $# -eq 2 ]] || { echo "usage: tools/fuzz.sh TARGET|all SECONDS (targets: ${targets[*]})"; exit 2; }

@@ -66,6 +66,10 @@ std::vector<ConversationSample> ReadConversations(const std::string& path) {
   return ParseConversations(std::string((std::istreambuf_iterator<char>(in)), {}), path);
 }
 
+ConversationSample ParseConversation(const std::string& text, const std::string& where) {
+  return ParseSample(ParseJson(text, where), where);
+}
+
 std::vector<ConversationSample> ParseConversations(const std::string& text, const std::string& path) {
   std::vector<ConversationSample> samples;
   if (EndsWith(path, ".jsonl")) {

@@ -29,6 +29,8 @@ struct ConversationSample {
 std::vector<ConversationSample> ReadConversations(const std::string& path);
 // The same over the file's text; `path` names it in errors and its extension picks the form.
 std::vector<ConversationSample> ParseConversations(const std::string& text, const std::string& path);
+// One sample: a JSON object as text (a .jsonl line, a WebDataset .json member); `where` names it in errors.
+ConversationSample ParseConversation(const std::string& text, const std::string& where);
 
 // How an encoder's media appear in the text.
 struct MediaSlot {

@@ -4,20 +4,37 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <filesystem>
 
-#include "cornstarch/plan/bitfield_mask.h"
-#include "cornstarch/data/audio.h"
-#include "cornstarch/plan/model_spec.h"
 #include "cornstarch/base/check.h"
+#include "cornstarch/data/audio.h"
+#include "cornstarch/data/audio_file.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/plan/model_spec.h"
+#include "cornstarch/plan/packing.h"
 
 namespace cornstarch {
 
-namespace fs = std::filesystem;
+namespace {
 
-LlavaDataset::LlavaDataset(const Config& config, uint64_t seed)
+// Remembered cursors: every step boundary of the last kRecentSteps steps, and every kSparseSteps-th before, so a
+// request for an old sequence reads on from at most kSparseSteps steps before it.
+constexpr int64_t kRecentSteps = 64;
+constexpr int64_t kSparseSteps = 256;
+
+}  // namespace
+
+struct LlavaDataset::Stream {
+  std::unique_ptr<SampleStream> reader;
+  StreamCursor cursor;        // before sequence `next`
+  int64_t next = 0;
+  int64_t produced = 0;       // sequences produced so far at most: bad samples are counted once
+  std::map<int64_t, StreamCursor> memo;  // cursors at sequences that start a step
+  std::optional<std::pair<StreamCursor, Packed>> pending;  // the sample at `cursor` that did not fit the last one
+  std::mutex mu;
+};
+
+LlavaDataset::LlavaDataset(const Config& config, uint64_t seed, DataRank dp)
     : data_(config.data), encoders_(config.model.encoders), seed_(seed) {
-  media_dir_ = data_.media_dir.empty() ? fs::path(data_.path).parent_path().string() : data_.media_dir;
   try {
     tokenizer_ = OpenTokenizer(data_.tokenizer);
   } catch (const Error& e) {
@@ -29,14 +46,13 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed)
                 std::to_string(config.model.llm.vocab_size));
   }
   pad_id_ = std::max<int64_t>(tokenizer_->eos(), 0);  // padding is never attended to nor learned
-  std::vector<MediaSlot> slots;
   for (const EncoderConfig& e : encoders_) {
     MediaSlot slot;
     slot.vision = KindOf(e.type).modality == InputModality::kImage;
     slot.placeholder = slot.vision ? data_.image_token : data_.audio_token;
     slot.placeholder_id = tokenizer_->PlaceholderId(slot.placeholder);
     slot.tokens = EncoderTokens(e);
-    slots.push_back(slot);
+    slots_.push_back(slot);
     if (slot.vision) {
       image_ = PresetPreprocess(data_.image_preset, e.image_size);
       if (!data_.image_mean.empty()) std::copy_n(data_.image_mean.begin(), 3, image_.mean.begin());
@@ -44,53 +60,176 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed)
     }
   }
 
-  const std::vector<ConversationSample> raw = ReadConversations(data_.path);
-  for (size_t i = 0; i < raw.size(); ++i) {
-    try {
-      TokenizedSample t = TokenizeConversation(raw[i], *tokenizer_, slots, {data_.chat_template, data_.system_prompt});
-      if (t.length() > data_.seq_len) {
-        throw Error(std::to_string(t.length()) + " tokens, more than data.seq_len=" + std::to_string(data_.seq_len));
-      }
-      for (const MediaRef& m : t.media) {
-        const fs::path file = fs::path(media_dir_) / m.path;
-        if (!fs::is_regular_file(file)) throw Error(file.string() + ": no such file");
-      }
-      items_.push_back({t.length(), MaskGroupsNeeded(t.spans, false)});
-      samples_.push_back(std::move(t));
-      kept_.push_back({static_cast<int64_t>(i), raw[i].id});
-    } catch (const Error& e) {
-      const std::string what = Where(static_cast<int64_t>(i), raw[i].id) + ": " + e.what();
-      if (data_.on_bad_sample == BadSamplePolicy::kError) throw Error(what + " (data.on_bad_sample: skip leaves such samples out)");
-      spdlog::warn("data: skipping {}", what);
-      ++skipped_at_start_;
+  field_ = data_.mix.empty() ? "data.path" : "data.mix";
+  if (data_.mix.empty()) {
+    sources_.push_back({ResolveFiles(data_.path, "data.path"), 1.0, data_.media_dir});
+  } else {
+    for (size_t i = 0; i < data_.mix.size(); ++i) {
+      const DataSource& m = data_.mix[i];
+      const std::string at = "data.mix[" + std::to_string(i) + "]";
+      sources_.push_back({ResolveFiles(m.path, at + ".path"), m.weight, m.media_dir.empty() ? data_.media_dir : m.media_dir});
     }
   }
-  if (samples_.empty()) {
-    throw Error(data_.path + ": no usable samples (" + std::to_string(skipped_at_start_) + " skipped)");
+  global_batch_ = config.train.global_batch_size;
+  streams_ = static_cast<int>(data_.streams > 0 ? data_.streams : dp.size);
+  if (streams_ % dp.size != 0 || global_batch_ % streams_ != 0) {
+    throw Error("data.streams: " + std::to_string(streams_) + " streams must be a multiple of the dp degree (" +
+                std::to_string(dp.size) + ") and divide train.global_batch_size=" + std::to_string(global_batch_));
   }
-  SequenceSamples(0);  // plans the first epoch
-  spdlog::info("data: {} samples from {} ({} skipped), {} sequences of {} tokens in the first epoch", num_samples(),
-               data_.path, skipped_at_start_, epochs_[0].size(), data_.seq_len);
+  per_stream_ = global_batch_ / streams_;
+  streams_of_.resize(streams_);
+  int64_t files = 0;
+  for (const StreamSource& s : sources_) files += static_cast<int64_t>(s.files.size());
+  mine_ = streams_ / dp.size;
+  first_mine_ = dp.rank * mine_;
+  spdlog::info("data: {} files in {} dataset{}, {} streams; dp rank {} reads stream{} {}{}", files, sources_.size(),
+               sources_.size() == 1 ? "" : "s", streams_, dp.rank, mine_ == 1 ? "" : "s", first_mine_,
+               mine_ == 1 ? "" : "-" + std::to_string(first_mine_ + mine_ - 1));
+  for (int s = first_mine_; s < first_mine_ + mine_; ++s) StreamOf(s);  // dealing errors show at start
 }
 
 LlavaDataset::~LlavaDataset() = default;
 
-std::string LlavaDataset::Where(int64_t index, const std::string& id) const {
-  return data_.path + ": sample " + std::to_string(index) + (id.empty() ? "" : " (id " + id + ")");
+LlavaDataset::Stream& LlavaDataset::StreamOf(int s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<Stream>& stream = streams_of_[s];
+  if (!stream) {
+    auto fresh = std::make_unique<Stream>();
+    fresh->reader = std::make_unique<SampleStream>(sources_, s, streams_, seed_, data_.shuffle, field_);
+    fresh->cursor = fresh->reader->Start();
+    fresh->memo[0] = fresh->cursor;
+    if (resume_step_ >= 0) fresh->memo[resume_step_ * per_stream_] = fresh->reader->Decode(resume_states_[s]);
+    stream = std::move(fresh);
+  }
+  return *stream;
 }
 
-std::vector<int64_t> LlavaDataset::SequenceSamples(int64_t g, int64_t* epoch) const {
-  CS_CHECK(g >= 0, "sequence ", g);
-  std::lock_guard<std::mutex> lock(mu_);
-  while (epoch_first_.empty() || epoch_first_.back() + static_cast<int64_t>(epochs_.back().size()) <= g) {
-    const int64_t e = static_cast<int64_t>(epochs_.size());
-    epoch_first_.push_back(e == 0 ? 0 : epoch_first_.back() + static_cast<int64_t>(epochs_.back().size()));
-    epochs_.push_back(PackSequences(EpochOrder(num_samples(), seed_, e, data_.shuffle), items_, data_.seq_len,
-                                    data_.pack));
+LlavaDataset::Packed LlavaDataset::Prepare(const DatasetFile& file, int64_t index) const {
+  FileSample f = file.Read(index);
+  Packed p;
+  p.where = f.where;
+  try {
+    p.tokens = TokenizeConversation(f.conversation, *tokenizer_, slots_, {data_.chat_template, data_.system_prompt});
+  } catch (const Error& e) {
+    throw Error(f.where + ": " + e.what());
   }
-  const int64_t e = std::upper_bound(epoch_first_.begin(), epoch_first_.end(), g) - epoch_first_.begin() - 1;
-  if (epoch) *epoch = e;
-  return epochs_[e][g - epoch_first_[e]];
+  if (p.tokens.length() > data_.seq_len) {
+    throw Error(f.where + ": " + std::to_string(p.tokens.length()) + " tokens, more than data.seq_len=" +
+                std::to_string(data_.seq_len));
+  }
+  for (const MediaRef& m : p.tokens.media) {
+    const bool vision = slots_[m.encoder].vision;
+    const std::vector<std::string>& names = vision ? f.conversation.images : f.conversation.audios;
+    const size_t k = std::find(names.begin(), names.end(), m.path) - names.begin();
+    p.media.push_back((vision ? f.images : f.audios).at(k));
+  }
+  return p;
+}
+
+std::vector<LlavaDataset::Packed> LlavaDataset::PackNext(Stream& s) const {
+  std::vector<Packed> sequence;
+  int64_t tokens = 0;
+  int groups = 0;
+  const bool counts = s.next >= s.produced;  // not a replay
+  while (true) {
+    Packed item;
+    StreamCursor after = s.cursor;
+    if (s.pending && s.pending->first == s.cursor) {
+      item = std::move(s.pending->second);
+      after = s.pending->first;
+      s.reader->Next(after);  // past it, without reading it again
+    } else {
+      const SampleStream::Ref ref = s.reader->Next(after);
+      ++read_;
+      try {
+        item = Prepare(*ref.file, ref.index);
+      } catch (const Error& e) {
+        if (data_.on_bad_sample == BadSamplePolicy::kError) {
+          throw Error(std::string(e.what()) + " (data.on_bad_sample: skip leaves such samples out)");
+        }
+        if (counts) {
+          spdlog::warn("data: skipping {}", e.what());
+          ++skipped_;
+        }
+        s.cursor = after;
+        continue;
+      }
+    }
+    s.pending.reset();
+    const PackItem pack{item.tokens.length(), MaskGroupsNeeded(item.tokens.spans, false)};
+    if (!JoinsSequence(tokens, groups, pack, data_.seq_len, data_.pack)) {
+      s.pending.emplace(s.cursor, std::move(item));  // starts the next sequence
+      break;
+    }
+    tokens += pack.length;
+    groups += pack.groups;
+    sequence.push_back(std::move(item));
+    s.cursor = after;
+  }
+  ++s.next;
+  s.produced = std::max(s.produced, s.next);
+  if (s.next % per_stream_ == 0) {
+    s.memo[s.next] = s.cursor;
+    // Forget the cursors no request is likely to need: all but the recent ones and a sparse few.
+    const int64_t step = s.next / per_stream_ - kRecentSteps;
+    if (step > 0 && step % kSparseSteps != 0) s.memo.erase(step * per_stream_);
+  }
+  return sequence;
+}
+
+void LlavaDataset::Seek(Stream& s, int64_t n) const {
+  if (n < s.next) {
+    auto it = std::prev(s.memo.upper_bound(n));
+    s.next = it->first;
+    s.cursor = it->second;
+  }
+  while (s.next < n) PackNext(s);
+}
+
+std::vector<LlavaDataset::Packed> LlavaDataset::Sequence(int64_t g) const {
+  CS_CHECK(g >= 0, "sequence ", g);
+  const int64_t p = g % global_batch_;
+  Stream& s = StreamOf(static_cast<int>(p / per_stream_));
+  std::lock_guard<std::mutex> lock(s.mu);
+  Seek(s, g / global_batch_ * per_stream_ + p % per_stream_);
+  return PackNext(s);
+}
+
+std::vector<std::vector<int64_t>> LlavaDataset::StreamStates(int64_t step) const {
+  std::vector<std::vector<int64_t>> states;
+  for (int i = first_mine_; i < first_mine_ + mine_; ++i) {
+    Stream& s = StreamOf(i);
+    std::lock_guard<std::mutex> lock(s.mu);
+    const int64_t n = step * per_stream_;
+    const auto it = s.memo.find(n);
+    if (it != s.memo.end()) {
+      states.push_back(it->second.Encode());
+    } else {
+      Seek(s, n);
+      states.push_back(s.cursor.Encode());
+    }
+  }
+  return states;
+}
+
+void LlavaDataset::Resume(int64_t step, const std::vector<std::vector<int64_t>>& states) {
+  if (states.empty()) return;  // a checkpoint of a run without streams: read on from the start
+  if (static_cast<int>(states.size()) != streams_) {
+    throw Error("data.streams: the checkpoint holds " + std::to_string(states.size()) + " data streams, this run has " +
+                std::to_string(streams_) + "; resume with data.streams=" + std::to_string(states.size()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  resume_step_ = step;
+  resume_states_ = states;
+  for (int i = 0; i < streams_; ++i) {
+    if (Stream* s = streams_of_[i].get()) {
+      s->memo[step * per_stream_] = s->reader->Decode(states[i]);
+      s->next = step * per_stream_;
+      s->produced = s->next;
+      s->cursor = s->memo[s->next];
+      s->pending.reset();
+    }
+  }
 }
 
 Batch LlavaDataset::Get(int64_t first, int64_t count) const {
@@ -107,14 +246,14 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
   std::vector<std::vector<torch::Tensor>> inputs(num_enc);
   std::vector<std::vector<int64_t>> feature_positions(num_enc);
 
-  const auto load = [&](const MediaRef& m) {
+  const auto load = [&](const MediaRef& m, const MediaSource& source) {
     const EncoderConfig& e = encoders_[m.encoder];
-    const std::string file = (fs::path(media_dir_) / m.path).string();
+    const std::vector<uint8_t> bytes = ReadMedia(source);
     if (KindOf(e.type).modality == InputModality::kImage) {
-      std::vector<float> pixels = PreprocessImage(DecodeImage(file), image_);
+      std::vector<float> pixels = PreprocessImage(DecodeImage(bytes, source.name), image_);
       return torch::from_blob(pixels.data(), {3, image_.size, image_.size}, torch::kFloat).clone();
     }
-    const Audio audio = ReadAudio(file);
+    const Audio audio = DecodeAudio(bytes, source.name);
     return WhisperLogMel(Resample(audio.samples, audio.sample_rate, kWhisperSampleRate),
                          static_cast<int>(e.num_mel_bins), e.num_frames);
   };
@@ -122,16 +261,16 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
   for (int64_t b = 0; b < count; ++b) {
     std::vector<std::vector<MaskSpan>> docs;
     int64_t offset = 0;
-    for (int64_t i : SequenceSamples(first + b)) {
-      const TokenizedSample& t = samples_[i];
+    for (const Packed& p : Sequence(first + b)) {
+      const TokenizedSample& t = p.tokens;
       std::vector<torch::Tensor> media;
       try {
-        for (const MediaRef& m : t.media) media.push_back(load(m));
+        for (size_t j = 0; j < t.media.size(); ++j) media.push_back(load(t.media[j], p.media[j]));
       } catch (const Error& e) {
-        const std::string what = Where(kept_[i].index, kept_[i].id) + ": " + e.what();
+        const std::string what = p.where + ": " + e.what();
         if (data_.on_bad_sample == BadSamplePolicy::kError) throw Error(what);
         spdlog::warn("data: skipping {}", what);
-        ++skipped_on_load_;
+        ++skipped_;
         docs.push_back({{kPadToken, t.length()}});  // its tokens stay padding
         offset += t.length();
         continue;

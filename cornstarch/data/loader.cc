@@ -2,9 +2,11 @@
 
 namespace cornstarch {
 
-BatchLoader::BatchLoader(const Dataset& data, std::function<Slice(int64_t)> request, int64_t depth)
+BatchLoader::BatchLoader(const Dataset& data, std::function<Slice(int64_t)> request, int64_t depth, int64_t workers)
     : data_(data), request_(std::move(request)), depth_(depth) {
-  if (depth_ > 0) worker_ = std::thread([this] { Work(); });
+  if (depth_ > 0) {
+    for (int64_t w = 0; w < workers; ++w) workers_.emplace_back([this] { Work(); });
+  }
 }
 
 BatchLoader::~BatchLoader() {
@@ -13,15 +15,17 @@ BatchLoader::~BatchLoader() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  for (std::thread& w : workers_) w.join();
 }
 
 void BatchLoader::Work() {
-  for (int64_t i = 0;; ++i) {
+  while (true) {
+    int64_t i;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < depth_; });
+      cv_.wait(lock, [&] { return stop_ || taken_ - next_ < depth_; });
       if (stop_) return;
+      i = taken_++;
     }
     Ready r;
     try {
@@ -33,10 +37,11 @@ void BatchLoader::Work() {
     const bool failed = r.error != nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ready_.push_back(std::move(r));
+      ready_.emplace(i, std::move(r));
+      if (failed) stop_ = true;  // nothing after a failed request is asked for
     }
     cv_.notify_all();
-    if (failed) return;  // nothing after a failed request is asked for
+    if (failed) return;
   }
 }
 
@@ -46,9 +51,9 @@ Batch BatchLoader::Next() {
     return data_.Get(s.first, s.count);
   }
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !ready_.empty(); });
-  Ready r = std::move(ready_.front());
-  ready_.pop_front();
+  cv_.wait(lock, [&] { return ready_.count(next_) > 0; });
+  Ready r = std::move(ready_.at(next_));
+  ready_.erase(next_++);
   lock.unlock();
   cv_.notify_all();
   if (r.error) std::rethrow_exception(r.error);

@@ -96,7 +96,34 @@ void Read(const YAML::Node& node, const std::string& path, std::vector<double>& 
   }
 }
 
+// A string or a list of strings: "path: a.jsonl" and "path: [a.tar, b.tar]" both work.
+void Read(const YAML::Node& node, const std::string& path, std::vector<std::string>& value) {
+  value.clear();
+  if (node.IsNull()) return;
+  if (node.IsScalar()) {
+    value.push_back(node.Scalar());
+    return;
+  }
+  if (!node.IsSequence()) throw Error(path + ": expected a string or a list of strings, got " + Describe(node));
+  for (size_t i = 0; i < node.size(); ++i) {
+    value.emplace_back();
+    Read(node[i], path + "[" + std::to_string(i) + "]", value.back());
+  }
+}
+
 void Read(const YAML::Node& node, const std::string& path, std::vector<EncoderConfig>& value);
+template <class T>
+void ReadSection(const YAML::Node& node, const std::string& path, T& value);
+
+void Read(const YAML::Node& node, const std::string& path, std::vector<DataSource>& value) {
+  value.clear();
+  if (node.IsNull()) return;
+  if (!node.IsSequence()) throw Error(path + ": expected a list of {path, weight, media_dir}, got " + Describe(node));
+  for (size_t i = 0; i < node.size(); ++i) {
+    value.emplace_back();
+    ReadSection(node[i], path + "[" + std::to_string(i) + "]", value.back());
+  }
+}
 
 // "'a', 'b', 'c'": the names of an enum, for errors.
 template <class E>
@@ -218,7 +245,13 @@ void Write(YAML::Emitter& out, const std::vector<double>& v) {
   for (double x : v) Write(out, x);
   out << YAML::EndSeq;
 }
+void Write(YAML::Emitter& out, const std::vector<std::string>& v) {
+  out << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& x : v) Write(out, x);
+  out << YAML::EndSeq;
+}
 void Write(YAML::Emitter& out, const std::vector<EncoderConfig>& v);
+void Write(YAML::Emitter& out, const std::vector<DataSource>& v);
 
 template <class T>
 void Write(YAML::Emitter& out, const T& value) {
@@ -241,6 +274,12 @@ void Write(YAML::Emitter& out, const std::vector<EncoderConfig>& v) {
     Write<EncoderConfig>(out, encoder);
   }
   out << YAML::EndMap;
+}
+
+void Write(YAML::Emitter& out, const std::vector<DataSource>& v) {
+  out << YAML::BeginSeq;
+  for (const DataSource& source : v) Write<DataSource>(out, source);
+  out << YAML::EndSeq;
 }
 
 // --- reference -------------------------------------------------------------------------------------------------
@@ -270,6 +309,16 @@ void DocumentField(std::vector<DocRow>& rows, const std::string& path, std::vect
   YAML::Emitter out;
   Write(out, v);
   rows.push_back({path, "list of float", out.c_str(), doc});
+}
+void DocumentField(std::vector<DocRow>& rows, const std::string& path, std::vector<std::string>& v, const char* doc) {
+  YAML::Emitter out;
+  Write(out, v);
+  rows.push_back({path, "string or list of string", out.c_str(), doc});
+}
+void DocumentField(std::vector<DocRow>& rows, const std::string& path, std::vector<DataSource>&, const char* doc) {
+  rows.push_back({path, "list of sections", "[]", doc});
+  DataSource source;
+  Document(rows, path + "[]", source);
 }
 void DocumentField(std::vector<DocRow>& rows, const std::string& path, std::vector<EncoderConfig>&, const char* doc) {
   rows.push_back({path, "map: name -> encoder", "{}", doc});
@@ -339,7 +388,16 @@ void ValidateData(const Config& c, const DataConfig& d, const std::string& p) {
     Require(d.max_prompt_tokens >= d.min_prompt_tokens, p + ".max_prompt_tokens",
             "must be >= min_prompt_tokens=" + Str(d.min_prompt_tokens), d.max_prompt_tokens);
   } else {
-    Require(!d.path.empty(), p + ".path", "llava data needs a .json or .jsonl file", d.path);
+    Require(d.path.empty() != d.mix.empty(), p + ".path",
+            "llava data needs its files in either " + p + ".path or " + p + ".mix (not both)",
+            d.path.empty() ? "no files" : Str(d.path.size()) + " file patterns and a mix");
+    for (size_t i = 0; i < d.mix.size(); ++i) {
+      const std::string at = p + ".mix[" + Str(i) + "]";
+      Require(!d.mix[i].path.empty(), at + ".path", "must name the dataset's files", "none");
+      RequirePositive(at + ".weight", d.mix[i].weight);
+    }
+    Require(d.streams >= 0, p + ".streams", "must be >= 0 (0: one per dp rank)", d.streams);
+    RequirePositive(p + ".workers", d.workers);
     Require(!d.tokenizer.empty(), p + ".tokenizer", "llava data needs a sentencepiece model file", d.tokenizer);
     Require(d.image_mean.empty() || d.image_mean.size() == 3, p + ".image_mean", "must be empty or [r, g, b]",
             d.image_mean.size());

@@ -286,6 +286,20 @@ struct TrainConfig {
 // Deterministic synthetic multimodal data: each sample shows one instance per encoder, drawn around a random
 // class prototype, and its answer tokens name those classes, so only a model that reads the modalities can
 // predict them.
+// One dataset of data.mix: its files and how often it is drawn from.
+struct DataSource {
+  std::vector<std::string> path;
+  double weight = 1.0;
+  std::string media_dir;
+
+  template <class F>
+  void Fields(F&& f) {
+    f("path", path, "Files of this dataset, as data.path.");
+    f("weight", weight, "Relative share of the samples drawn from this dataset.");
+    f("media_dir", media_dir, "As data.media_dir, for this dataset's files.");
+  }
+};
+
 struct DataConfig {
   DataType type = DataType::kSynthetic;
   int64_t seq_len = 64;
@@ -294,7 +308,9 @@ struct DataConfig {
   int64_t min_prompt_tokens = 1;
   int64_t max_prompt_tokens = 8;
   bool zero_modality_inputs = false;
-  std::string path;
+  std::vector<std::string> path;
+  std::vector<DataSource> mix;
+  int64_t streams = 0;
   std::string media_dir;
   std::string tokenizer;
   ChatTemplate chat_template = ChatTemplate::kLlavaV1;
@@ -308,6 +324,7 @@ struct DataConfig {
   bool shuffle = true;
   BadSamplePolicy on_bad_sample = BadSamplePolicy::kError;
   int64_t prefetch = 4;
+  int64_t workers = 1;
 
   template <class F>
   void Fields(F&& f) {
@@ -320,9 +337,18 @@ struct DataConfig {
     f("max_prompt_tokens", max_prompt_tokens, "synthetic: most random prompt tokens before the modalities.");
     f("zero_modality_inputs", zero_modality_inputs,
       "synthetic: feed zeros instead of the images/audio (an ablation: the loss must then stay high).");
-    f("path", path, "llava: a .json file holding an array of samples or a .jsonl file with one per line; each "
+    f("path", path, "llava: the dataset's files, one or a list, each a path or a glob ('shards/*.tar'): .json "
+                    "(an array of samples, read whole when the stream reaches it), .jsonl (one sample per line) "
+                    "or WebDataset .tar shards (per key a .json sample and its .jpg/.png/.wav media). A sample is "
                     "{\"id\", \"image\": path or [paths], \"audio\": path or [paths], \"conversations\": "
-                    "[{\"from\": \"human\"|\"gpt\"|\"system\", \"value\": text}]}.");
+                    "[{\"from\": \"human\"|\"gpt\"|\"system\", \"value\": text}]}. Files are read as streams, "
+                    "sample by sample, never all at start.");
+    f("mix", mix, "llava: several datasets instead of data.path, a list of {path, weight, media_dir}: every "
+                  "sample of a stream is drawn from one of them with probability proportional to its weight.");
+    f("streams", streams, "llava: independent sample streams the files are dealt to (round-robin; a file shared "
+                          "by several streams is split by sample). Each dp rank reads only its own streams, so "
+                          "must be a multiple of the dp degree and divide train.global_batch_size; the data "
+                          "order depends on this number only, never on the layout. 0: one per dp rank.");
     f("media_dir", media_dir, "llava: directory that relative image and audio paths start from; empty: the "
                               "directory of `path`.");
     f("tokenizer", tokenizer, "llava: the tokenizer: a Hugging Face tokenizer.json (any .json file; BOS/EOS from "
@@ -349,8 +375,9 @@ struct DataConfig {
     f("on_bad_sample", on_bad_sample, "llava: a sample with a missing or undecodable file, placeholders that do "
                                       "not match its media, or more tokens than seq_len: 'error' stops with the "
                                       "file and sample index, 'skip' leaves it out and counts it in the log.");
-    f("prefetch", prefetch, "Microbatches prepared ahead on a background thread (decoding, preprocessing); 0 "
+    f("prefetch", prefetch, "Microbatches prepared ahead on background threads (decoding, preprocessing); 0 "
                             "prepares each one when the step needs it.");
+    f("workers", workers, "Background threads preparing microbatches (with prefetch > 0).");
   }
 };
 

@@ -9,24 +9,11 @@
 
 namespace cornstarch {
 
-std::vector<std::vector<int64_t>> PackSequences(const std::vector<int64_t>& order, const std::vector<PackItem>& items,
-                                                int64_t seq_len, bool pack) {
-  std::vector<std::vector<int64_t>> sequences;
-  int64_t tokens = 0;
-  int groups = 0;
-  for (int64_t i : order) {
-    const PackItem& item = items.at(i);
-    CS_CHECK(item.length >= 1 && item.length <= seq_len && item.groups >= 1 && item.groups <= kMaxGroups,
-             "sample ", i, " does not fit a sequence: ", item.length, " tokens, ", item.groups, " groups");
-    if (sequences.empty() || !pack || tokens + item.length > seq_len || groups + item.groups > kMaxGroups) {
-      sequences.emplace_back();
-      tokens = groups = 0;
-    }
-    sequences.back().push_back(i);
-    tokens += item.length;
-    groups += item.groups;
-  }
-  return sequences;
+bool JoinsSequence(int64_t tokens, int groups, const PackItem& item, int64_t seq_len, bool pack) {
+  CS_CHECK(item.length >= 1 && item.length <= seq_len && item.groups >= 1 && item.groups <= kMaxGroups,
+           "an item does not fit a sequence: ", item.length, " tokens, ", item.groups, " groups");
+  if (tokens == 0) return true;
+  return pack && tokens + item.length <= seq_len && groups + item.groups <= kMaxGroups;
 }
 
 std::vector<int64_t> EpochOrder(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {

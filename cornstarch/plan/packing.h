@@ -12,11 +12,11 @@ struct PackItem {
   int groups = 1;      // attention-mask group bits (MaskGroupsNeeded)
 };
 
-// Greedy in `order`: a sample joins the current sequence while its tokens fit in seq_len and its mask groups in
-// kMaxGroups; otherwise the sequence is closed and the sample starts the next. Without `pack` every sample is its
-// own sequence. Each item must fit on its own (CS_CHECK): over-long samples are the caller's to drop or report.
-std::vector<std::vector<int64_t>> PackSequences(const std::vector<int64_t>& order, const std::vector<PackItem>& items,
-                                                int64_t seq_len, bool pack);
+// Greedy packing, one sample at a time: whether `item` joins a sequence that holds `tokens` tokens and `groups`
+// mask-group bits so far (else that sequence is closed and the item starts the next). It joins while its tokens
+// fit in seq_len and its groups in kMaxGroups; without `pack` only an empty sequence takes it. The item must fit
+// on its own (CS_CHECK): over-long samples are the caller's to drop or report.
+bool JoinsSequence(int64_t tokens, int groups, const PackItem& item, int64_t seq_len, bool pack);
 
 // `n` indices in an order that depends only on (seed, epoch): Fisher-Yates with a fixed generator, so every
 // platform and rank agrees.

@@ -86,7 +86,8 @@ std::string ResolveResume(const CheckpointConfig& c) {
 
 void SaveCheckpoint(const Config& config, DistRuntime& runtime, int64_t step, int64_t optimizer_step,
                     const NamedTensors& shard, const std::string& shard_name,
-                    const std::vector<std::string>& shard_names) {
+                    const std::vector<std::string>& shard_names,
+                    const std::vector<std::vector<int64_t>>& data_streams) {
   const CheckpointConfig& c = config.checkpoint;
   const fs::path final_dir = fs::path(c.dir) / CheckpointDirName(step);
   const fs::path tmp = final_dir.string() + ".tmp";
@@ -125,7 +126,9 @@ void SaveCheckpoint(const Config& config, DistRuntime& runtime, int64_t step, in
                     {"tp", d.degree(Axis::kTP)}}},
         {"train", {{"seed", config.train.seed}, {"global_batch_size", config.train.global_batch_size}}},
         {"shards", shards}};
-    WriteFileAtomically((tmp / "manifest.json").string(), manifest.dump(1) + "\n");
+    nlohmann::json full = manifest;
+    if (!data_streams.empty()) full["data_streams"] = data_streams;
+    WriteFileAtomically((tmp / "manifest.json").string(), full.dump(1) + "\n");
     Fs("publish " + final_dir.string(), [&] {
       fs::remove_all(final_dir);  // a run resumed from an earlier step saves this step again
       fs::rename(tmp, final_dir);
@@ -143,6 +146,7 @@ CheckpointReader::CheckpointReader(const std::string& dir, const Config& config)
   const CheckpointManifest m = ParseCheckpointManifest(ReadText(manifest_path), manifest_path);
   step_ = m.step;
   optimizer_step_ = m.optimizer_step;
+  data_streams_ = m.data_streams;
   for (const auto& [key, saved, mine] : {std::tuple<std::string, int64_t, int64_t>{"seed", m.seed, config.train.seed},
                                          {"global_batch_size", m.global_batch_size, config.train.global_batch_size}}) {
     if (saved != mine) {

@@ -47,10 +47,12 @@ std::string ShardName(int stage, int dp);
 
 // Collective over the world: saves step `step`. `shard` is what this rank writes as shard `shard_name` (nothing
 // when the name is empty); `shard_names` are all the shards the checkpoint consists of. Afterwards deletes all
-// but the newest checkpoint.keep_last complete checkpoints.
+// but the newest checkpoint.keep_last complete checkpoints. `data_streams`: the streamed dataset's cursors (Dataset::
+// StreamStates of all ranks), the same on every rank; none for a dataset without streams.
 void SaveCheckpoint(const Config& config, DistRuntime& runtime, int64_t step, int64_t optimizer_step,
                     const NamedTensors& shard, const std::string& shard_name,
-                    const std::vector<std::string>& shard_names);
+                    const std::vector<std::string>& shard_names,
+                    const std::vector<std::vector<int64_t>>& data_streams);
 
 class CheckpointReader {
  public:
@@ -61,6 +63,7 @@ class CheckpointReader {
 
   int64_t step() const { return step_; }
   int64_t optimizer_step() const { return optimizer_step_; }
+  const std::vector<std::vector<int64_t>>& data_streams() const { return data_streams_; }
 
   // Copies tensor `name` into `into` (same shape). The shard's size and checksum are verified on its first use; a
   // missing tensor, a shape mismatch or a corrupt shard throws Error naming the file and tensor.
@@ -79,6 +82,7 @@ class CheckpointReader {
 
   std::string dir_;
   int64_t step_ = 0, optimizer_step_ = 0;
+  std::vector<std::vector<int64_t>> data_streams_;
   std::map<std::string, std::string> file_of_;  // tensor name -> shard file
   std::map<std::string, std::vector<Piece>> pieces_;  // "exp_avg.<name>" -> its "[begin:end]" pieces
   std::map<std::string, std::pair<uint64_t, std::string>> expected_;  // shard file -> (bytes, checksum)

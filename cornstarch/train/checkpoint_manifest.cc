@@ -60,6 +60,24 @@ CheckpointManifest ParseCheckpointManifest(const std::string& text, const std::s
     if (__builtin_mul_overflow(c.step, c.global_batch_size, &samples) || samples != c.samples_consumed) {
       throw Error(path + ": samples_consumed does not match step x global_batch_size");
     }
+    if (m.contains("data_streams")) {
+      const nlohmann::json& streams = m.at("data_streams");
+      if (!streams.is_array()) throw Error(path + ": data_streams must be a list of lists of integers");
+      for (const nlohmann::json& stream : streams) {
+        if (!stream.is_array()) throw Error(path + ": data_streams must be a list of lists of integers");
+        std::vector<int64_t> cursor;
+        for (const nlohmann::json& v : stream) {
+          if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() > INT64_MAX : v.get<int64_t>() < 0)) {
+            throw Error(path + ": data_streams must hold lists of non-negative integers, got " + v.dump());
+          }
+          cursor.push_back(v.get<int64_t>());
+        }
+        if (!c.data_streams.empty() && cursor.size() != c.data_streams[0].size()) {
+          throw Error(path + ": data_streams: every stream's cursor must have the same length");
+        }
+        c.data_streams.push_back(std::move(cursor));
+      }
+    }
     for (const nlohmann::json& s : m.at("shards")) {
       c.shards.push_back(s.get<std::string>());
       if (!PlainName(c.shards.back() + ".json")) {

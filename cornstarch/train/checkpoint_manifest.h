@@ -17,10 +17,12 @@ struct CheckpointManifest {
   int64_t step = 0, optimizer_step = 0, samples_consumed = 0;
   int64_t seed = 0, global_batch_size = 0;  // of the run that saved it
   std::vector<std::string> shards;          // sidecar names (without ".json")
+  std::vector<std::vector<int64_t>> data_streams;  // optional: a streamed dataset's cursors, non-negative
 };
 
 // Throws Error naming `path`: malformed JSON, another format or version, a missing or mistyped field, negative
-// steps, samples consumed other than step x global batch size, a shard name that is not a plain file name.
+// steps, samples consumed other than step x global batch size, a shard name that is not a plain file name, data
+// stream cursors that are not lists of equal length of non-negative integers.
 CheckpointManifest ParseCheckpointManifest(const std::string& text, const std::string& path);
 
 struct ShardSidecar {

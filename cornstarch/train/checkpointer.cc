@@ -5,6 +5,7 @@
 
 #include "cornstarch/base/check.h"
 #include "cornstarch/base/logging.h"
+#include "cornstarch/data/dataset.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/io/hf_weights.h"
 #include "cornstarch/model/multimodal_model.h"
@@ -12,8 +13,9 @@
 
 namespace cornstarch {
 
-Checkpointer::Checkpointer(const Config& config, DistRuntime& runtime, MultimodalModel& model, AdamW& optimizer)
-    : config_(config), runtime_(runtime), model_(model), optimizer_(optimizer) {}
+Checkpointer::Checkpointer(const Config& config, DistRuntime& runtime, MultimodalModel& model, AdamW& optimizer,
+                           Dataset& data)
+    : config_(config), runtime_(runtime), model_(model), optimizer_(optimizer), data_(data) {}
 
 bool Checkpointer::WritesModel() const {
   const ParallelDims::Coord c = runtime_.coord();
@@ -86,6 +88,7 @@ int64_t Checkpointer::Restore() {
   for (const StatePiece& s : ModelState()) ReadPiece(reader, s);
   for (const StatePiece& s : OptimizerState()) ReadPiece(reader, s);
   optimizer_.set_step_count(reader.optimizer_step());
+  data_.Resume(reader.step(), reader.data_streams());
   if (runtime_.rank() == 0) spdlog::info("resumed from {} at step {}", dir, reader.step());
   return reader.step();
 }
@@ -116,7 +119,26 @@ void Checkpointer::Save(int64_t step) {
   const ParallelDims::Coord c = runtime_.coord();
   const bool writes = (WritesModel() || WritesState()) && c.tp == 0;
   if (!writes) shard.clear();
-  SaveCheckpoint(config_, runtime_, step, optimizer_.step_count(), shard, writes ? ShardName(c.pp, c.dp) : "", names);
+  // Every dp rank knows only its own data streams: gathered in stream order (dp rank r holds the r-th block).
+  const std::vector<std::vector<int64_t>> mine = data_.StreamStates(step);
+  std::vector<std::vector<int64_t>> streams;
+  if (!mine.empty()) {
+    const auto width = static_cast<int64_t>(mine[0].size());
+    at::Tensor local = at::empty({static_cast<int64_t>(mine.size()), width}, at::kLong);
+    for (size_t i = 0; i < mine.size(); ++i) {
+      CS_CHECK(static_cast<int64_t>(mine[i].size()) == width, "stream states of unequal size");
+      std::copy(mine[i].begin(), mine[i].end(), local[static_cast<int64_t>(i)].data_ptr<int64_t>());
+    }
+    Communicator& dp = runtime_.group(Axis::kDP);
+    at::Tensor all = at::empty({dp.size() * local.size(0), width}, at::kLong);
+    dp.AllGather(local, all);
+    for (int64_t i = 0; i < all.size(0); ++i) {
+      const int64_t* row = all[i].data_ptr<int64_t>();
+      streams.emplace_back(row, row + width);
+    }
+  }
+  SaveCheckpoint(config_, runtime_, step, optimizer_.step_count(), shard, writes ? ShardName(c.pp, c.dp) : "", names,
+                 streams);
   if (runtime_.rank() == 0) spdlog::info("saved {}", config_.checkpoint.dir + "/" + CheckpointDirName(step));
 }
 

@@ -5,7 +5,7 @@
 // slices are gathered over the tp group and written whole by its first rank, as one process would write them;
 // on restore each rank cuts its slice out again, so a checkpoint of any tp resumes at any other. At the
 // end the model can be exported in Hugging Face layout: every stage writes its shard, rank 0 the index
-// (io/hf_weights.h).
+// (io/hf_weights.h). A streamed dataset's position (every data stream's cursor at the step) goes into the manifest.
 #pragma once
 
 #include <cstdint>
@@ -17,15 +17,16 @@
 namespace cornstarch {
 
 class AdamW;
+class Dataset;
 class DistRuntime;
 class MultimodalModel;
 
 class Checkpointer {
  public:
   // None of the arguments is owned; all outlive the checkpointer.
-  Checkpointer(const Config& config, DistRuntime& runtime, MultimodalModel& model, AdamW& optimizer);
+  Checkpointer(const Config& config, DistRuntime& runtime, MultimodalModel& model, AdamW& optimizer, Dataset& data);
 
-  // Loads checkpoint.resume when set and returns its step (0 when starting fresh). Throws Error when the
+  // Loads checkpoint.resume when set (the dataset resumes at its step) and returns its step (0 when starting fresh). Throws Error when the
   // checkpoint leaves nothing of train.steps to run.
   int64_t Restore();
   // Whether step `step` (1-based) saves: every checkpoint.interval steps and the last one, when checkpoint.dir is set.
@@ -59,6 +60,7 @@ class Checkpointer {
   DistRuntime& runtime_;
   MultimodalModel& model_;
   AdamW& optimizer_;
+  Dataset& data_;
 };
 
 }  // namespace cornstarch

@@ -78,8 +78,11 @@ void Trainer::Init() {
   }
   executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP),
                                                  runtime_.group(Axis::kCP), tp.size() > 1 ? &tp : nullptr);
-  data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed));
-  if (config.eval.enabled()) eval_data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kEval);
+  const DataRank data_rank{dp.rank(), dp.size()};
+  data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kTrain, data_rank);
+  if (config.eval.enabled()) {
+    eval_data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kEval, data_rank);
+  }
   // With dp = 1 there is nothing to shard over.
   const bool shard = config.optimizer.shard && dp.size() > 1;
   const auto bucket_bytes = static_cast<int64_t>(config.parallel.grad_bucket_mib * (1 << 20));
@@ -97,12 +100,12 @@ void Trainer::Init() {
     spdlog::info("optimizer state: {:.2f} MiB on rank 0{}", optimizer_->state_bytes() / 1048576.0,
                  shard ? " (sharded over " + std::to_string(dp.size()) + " dp ranks)" : "");
   }
-  checkpointer_ = std::make_unique<Checkpointer>(config_, runtime_, *model_, *optimizer_);
+  checkpointer_ = std::make_unique<Checkpointer>(config_, runtime_, *model_, *optimizer_, *data_);
   step_ = resumed_at_ = checkpointer_->Restore();
   slicer_ = std::make_unique<MicrobatchSlicer>(config.train, dp.rank(), dp.size());
   loader_ = std::make_unique<BatchLoader>(
       *data_, [slicer = *slicer_, first = step_](int64_t i) { return slicer.Request(first, i); },
-      config.data.prefetch);
+      config.data.prefetch, config.data.workers);
   mfu_ = std::make_unique<MfuMeter>(config.logging, device_, runtime_.dims().world_size(), runtime_.rank() == 0);
 }
 
@@ -204,7 +207,7 @@ double Trainer::Evaluate() {
   CS_CHECK(eval_data_, "evaluation needs eval.interval > 0 or eval.at_end");
   // Eval step e reads the slice training step e would: the same layout, a fixed set of batches.
   BatchLoader loader(*eval_data_, [slicer = *slicer_](int64_t i) { return slicer.Request(0, i); },
-                     config_.data.prefetch);
+                     config_.data.prefetch, config_.data.workers);
   double loss = 0, targets = 0;
   for (int64_t e = 0; e < config_.eval.steps; ++e) {
     const StepData d = Prepare(loader);

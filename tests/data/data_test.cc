@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <numeric>
+#include <set>
 #include <string>
 
 #include "cornstarch/plan/bitfield_mask.h"
@@ -211,19 +212,38 @@ TEST_CASE("a conversation becomes the prompt format with expanded placeholders a
   CHECK(ErrorOf([&] { TokenizeConversation(s, tok, {slots[0]}); }) == "has audio but the model has no audio encoder");
 }
 
+// Greedy packing of `order` with JoinsSequence, as a stream packs its samples.
+std::vector<std::vector<int64_t>> Pack(const std::vector<int64_t>& order, const std::vector<PackItem>& items,
+                                       int64_t seq_len, bool pack) {
+  std::vector<std::vector<int64_t>> sequences;
+  int64_t tokens = 0;
+  int groups = 0;
+  for (int64_t i : order) {
+    if (sequences.empty() || !JoinsSequence(tokens, groups, items[i], seq_len, pack)) {
+      sequences.emplace_back();
+      tokens = groups = 0;
+    }
+    sequences.back().push_back(i);
+    tokens += items[i].length;
+    groups += items[i].groups;
+  }
+  return sequences;
+}
+
 TEST_CASE("packing fills sequences greedily within tokens and mask groups", "[data][packing]") {
   const std::vector<PackItem> items = {{5, 2}, {4, 1}, {3, 1}, {8, 1}, {1, 1}};
   using Seqs = std::vector<std::vector<int64_t>>;
-  CHECK(PackSequences({0, 1, 2, 3, 4}, items, 10, true) == Seqs{{0, 1}, {2}, {3, 4}});
-  CHECK(PackSequences({4, 3, 2, 1, 0}, items, 10, true) == Seqs{{4, 3}, {2, 1}, {0}});
-  CHECK(PackSequences({0, 1, 2}, items, 10, false) == Seqs{{0}, {1}, {2}});
+  CHECK(Pack({0, 1, 2, 3, 4}, items, 10, true) == Seqs{{0, 1}, {2}, {3, 4}});
+  CHECK(Pack({4, 3, 2, 1, 0}, items, 10, true) == Seqs{{4, 3}, {2, 1}, {0}});
+  CHECK(Pack({0, 1, 2}, items, 10, false) == Seqs{{0}, {1}, {2}});
   // 61 group bits per sequence: 20 items of 3 groups fit, the 21st starts a new sequence.
   const std::vector<PackItem> groups(21, PackItem{1, 3});
   std::vector<int64_t> order(21);
   std::iota(order.begin(), order.end(), 0);
-  const Seqs g = PackSequences(order, groups, 1000, true);
+  const Seqs g = Pack(order, groups, 1000, true);
   REQUIRE(g.size() == 2);
   CHECK(g[0].size() == 20);
+  CHECK_THROWS(JoinsSequence(0, 0, PackItem{11, 1}, 10, true));  // longer than a sequence
 
   const std::vector<int64_t> e0 = EpochOrder(50, 3, 0, true), e1 = EpochOrder(50, 3, 1, true);
   CHECK(e0 == EpochOrder(50, 3, 0, true));
@@ -237,19 +257,17 @@ TEST_CASE("llava batches: packed samples isolated, positions restart, features a
           "[data][dataset]") {
   const Config cfg = LlavaConfig();
   const LlavaDataset data(cfg, 5);
-  CHECK(data.num_samples() == 96);
-  CHECK(data.skipped_at_start() == 0);
   const Batch batch = data.Get(0, 4);
   CHECK(batch.input_ids.sizes() == torch::IntArrayRef({4, 96}));
   const int64_t s = 96;
   std::vector<int64_t> media_per_encoder(2, 0);
   for (int64_t b = 0; b < 4; ++b) {
-    const std::vector<int64_t> members = data.SequenceSamples(b);
+    const std::vector<LlavaDataset::Packed> members = data.Sequence(b);
     CHECK(members.size() >= 1);
     int64_t offset = 0;
     std::vector<int64_t> doc_of(s, -1);
     for (size_t d = 0; d < members.size(); ++d) {
-      const TokenizedSample& t = data.sample(members[d]);
+      const TokenizedSample& t = members[d].tokens;
       for (int64_t k = 0; k < t.length(); ++k) {
         REQUIRE(batch.input_ids[b][offset + k].item<int64_t>() == t.ids[k]);
         REQUIRE(batch.labels[b][offset + k].item<int64_t>() == t.labels[k]);
@@ -286,14 +304,21 @@ TEST_CASE("llava batches: packed samples isolated, positions restart, features a
   CHECK(torch::equal(data.Get(0, 4).input_ids, batch.input_ids));
   CHECK(torch::equal(data.Get(2, 1).modalities[0].inputs, data.Get(2, 2).modalities[0].inputs.narrow(
                                                                0, 0, data.Get(2, 1).modalities[0].inputs.size(0))));
-  int64_t epoch = -1;
+  // The first epoch reads each of the 96 samples exactly once, packed into fewer sequences.
+  std::set<std::string> seen;
   int64_t g = 0;
-  while (data.SequenceSamples(g, &epoch), epoch == 0) ++g;
-  CHECK(epoch == 1);
-  CHECK(g < 96);  // packing needs fewer sequences than samples
+  for (; seen.size() < 96; ++g) {
+    for (const LlavaDataset::Packed& p : data.Sequence(g)) REQUIRE(seen.insert(p.where).second);
+  }
+  CHECK(g < 96);
+  CHECK(data.skipped() == 0);
 
   const LlavaDataset unpacked(LlavaConfig({"data.pack=false", "data.shuffle=false"}), 5);
-  for (int64_t i = 0; i < 5; ++i) CHECK(unpacked.SequenceSamples(i) == std::vector<int64_t>{i});
+  for (int64_t i = 0; i < 5; ++i) {
+    const std::vector<LlavaDataset::Packed> one = unpacked.Sequence(i);
+    REQUIRE(one.size() == 1);
+    CHECK_THAT(one[0].where, Catch::Matchers::StartsWith(cfg.data.path[0] + ": sample " + std::to_string(i) + " "));
+  }
 }
 
 TEST_CASE("bad samples: an error naming file and sample, or skipped and counted", "[data][dataset]") {
@@ -316,18 +341,19 @@ TEST_CASE("bad samples: an error naming file and sample, or skipped and counted"
     return LlavaConfig(o);
   };
   const std::string file = dir + "/train.jsonl";
-  CHECK(ErrorOf([&] { LlavaDataset d(config("error"), 0); }) ==
+  // Nothing is read at start: a bad sample shows when its sequence is.
+  const LlavaDataset strict_all(config("error"), 0);
+  CHECK(ErrorOf([&] { strict_all.Get(0, 2); }) ==
         file + ": sample 1 (id gone): " + dir + "/media/missing.png: no such file (data.on_bad_sample: skip leaves "
         "such samples out)");
 
   const LlavaDataset skip(config("skip"), 0);
-  CHECK(skip.num_samples() == 2);  // ok and corrupt: the decode failure shows only at load
-  CHECK(skip.skipped_at_start() == 3);
-  const Batch b = skip.Get(0, 2);
-  CHECK(skip.skipped_on_load() == 1);
+  const Batch b = skip.Get(0, 2);  // ok; then gone, two, long left out and corrupt padded at load
+  CHECK(skip.skipped() == 4);
   CHECK(b.modalities[0].inputs.size(0) == 1);
   CHECK(b.labels[1].eq(-100).all().item<bool>());  // the corrupt sample's tokens are padding
   CHECK(b.mask_words[1].eq(0).all().item<bool>());
+  CHECK(torch::equal(skip.Get(0, 2).input_ids, b.input_ids));  // read again: the same, counted once
 
   // Only the corrupt file left: skipping at start passes, loading it in 'error' mode names it.
   WriteText(dir + "/only.jsonl", "{\"id\": \"corrupt\", \"image\": \"media/broken.png\", " + turns + "}\n");

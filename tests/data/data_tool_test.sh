@@ -41,7 +41,7 @@ expect_error() {  # expect_error MESSAGE ARGS...: exit 1 with MESSAGE on stderr
 }
 expect_error "--tokenize: data.tokenizer is not set" --tokenize hi
 expect_error "--sample: needs data.type: llava" --sample 0
-expect_error "is past the 12 usable samples" "${llava[@]}" --sample 12
+expect_error "is past the 12 samples" "${llava[@]}" --sample 12
 expect_error "data.tokenizer: $dir/absent.json: cannot open the tokenizer file" \
   --set data.tokenizer="$dir/absent.json" --tokenize hi
 expect_error "nothing to show" --set data.seq_len=64

@@ -1,12 +1,14 @@
 // Checkpoints across ranks: a pp = 2 run killed after step 7 and resumed from its step-6 checkpoint continues
 // bitwise identically; the same checkpoint resumes on other layouts (pp = 1 in one process, dp = 2), which
 // re-shards by tensor name and matches the uninterrupted pp = 2 run within 1e-5 relative (only the order of
-// floating-point sums differs between layouts).
+// floating-point sums differs between layouts). A dp = 2 run on streamed LLaVA-style data resumes its data streams
+// at the exact sample (bitwise), and one process resumes both streams from that checkpoint.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "cornstarch/data/demo_dataset.h"
 #include "cornstarch/plan/config.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/train/checkpoint.h"
@@ -74,5 +76,48 @@ TEST_CASE("pp = 2 resumes bitwise, and its checkpoint re-shards onto pp = 1 and 
     DistRuntime dp_runtime(dp2.parallel, env, nullptr, nullptr);
     Trainer replicas(dp2, dp_runtime);
     CheckContinues(replicas.Run(), expected, 1e-5);
+  }
+}
+
+TEST_CASE("streamed data: dp = 2 resumes at the exact sample, also in one process", "[checkpoint][data]") {
+  const LaunchEnv env = DetectLaunchEnv();
+  // Every rank generates the same dataset for itself (the demo writer is deterministic).
+  const std::string data = TempPath("stream-data-r" + std::to_string(env.rank));
+  fs::remove_all(data);
+  WriteDemoDataset(data, {});
+  const auto config = [&](const std::string& dir, std::vector<std::string> more) {
+    std::vector<std::string> o = {"train.steps=8", "optimizer.warmup_steps=2", "train.micro_batch_size=2",
+                                  "train.global_batch_size=8", "logging.metrics_path=", "logging.level=warn",
+                                  "checkpoint.dir=" + dir, "train.num_threads=1", "parallel.dp=2",
+                                  "parallel.timeout_seconds=120", "data.streams=2", "data.path=" + data +
+                                  "/train.jsonl", "data.tokenizer=" + data + "/tokenizer.model"};
+    o.insert(o.end(), more.begin(), more.end());
+    return LoadConfig("configs/tiny-llava-data.yaml", o);
+  };
+  const Config cfg = config(TempPath("streams"), {});
+  DistRuntime runtime(cfg.parallel, env, nullptr, nullptr);
+  if (env.rank == 0) fs::remove_all(TempPath("streams")), fs::remove_all(TempPath("streams-full"));
+  runtime.world().Barrier();
+
+  Trainer full(config(TempPath("streams-full"), {}), runtime);
+  const std::vector<StepMetrics> expected = full.Run();
+  {
+    Trainer killed(cfg, runtime);
+    for (int i = 1; i <= 7; ++i) {
+      killed.Step();
+      if (i % 3 == 0) killed.Save();
+    }
+  }
+  {
+    INFO("dp = 2 from its own checkpoint: each rank's streams continue where they were");
+    Trainer resumed(config(TempPath("streams"), {"checkpoint.resume=latest"}), runtime);
+    CHECK(resumed.step() == 6);
+    CheckContinues(resumed.Run(), expected, 0);
+  }
+  {
+    INFO("one process reading both streams from the dp = 2 checkpoint");
+    Trainer solo(config(TempPath("streams-solo-" + std::to_string(env.rank)),
+                        {"parallel.dp=1", "checkpoint.resume=" + TempPath("streams") + "/" + CheckpointDirName(6)}));
+    CheckContinues(solo.Run(), expected, 1e-5);
   }
 }

@@ -3,7 +3,8 @@
 // encoders on stages of their own (one encoder, two in parallel), the colocated baseline, uniform counts,
 // pp x dp, cp with each split, cp x pp and cp x dp; with frozen encoders, a frozen LLM and everything trainable.
 // The real-data config (packed LLaVA-style conversations with images and audio, some sequences without any) runs
-// as pp = 2, cp = 2 and pp x cp on a dataset each rank generates for itself. Tolerance: 1e-5 relative on every step's loss (only the order of floating-point sums differs: the stages'
+// as pp = 2, cp = 2, pp x cp, dp = 2 and pp x dp (each dp rank reading only its own data streams) on a dataset
+// each rank generates for itself. Tolerance: 1e-5 relative on every step's loss (only the order of floating-point sums differs: the stages'
 // squared gradient norms are added across ranks); weights 1e-4 as in the dp parity test. One layout runs a schedule
 // loaded from a file (GPipe) rather than 1F1B.
 #include <torch/torch.h>
@@ -51,6 +52,8 @@ std::vector<Variant> VariantsFor(int world) {
               {llava, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=16", "parallel.cp_split=zigzag"}},
               {real, {"parallel.pp=2", "model.encoders.vision.frozen=true"}},
               {real, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=32"}},
+              // Each dp rank reads only its own data stream; the single process reads both.
+              {real, {"parallel.pp=1", "parallel.dp=2", "data.streams=2"}},
               {llava, {"parallel.pp=2", "model.activation_checkpointing=true"}},
               // A schedule written by hand (GPipe: every forward, then every backward) instead of 1F1B.
               {tiny, {"parallel.pp=2", "parallel.pipeline=colocated",
@@ -68,6 +71,7 @@ std::vector<Variant> VariantsFor(int world) {
               {tiny, {"parallel.pp=1", "parallel.cp=4", "parallel.cp_block=16", "parallel.cp_split=contiguous"}},
               {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32"}},
               {real, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=16", "parallel.cp_split=zigzag"}},
+              {real, {"parallel.pp=2", "parallel.dp=2", "data.streams=4", "data.workers=2"}},
               {tiny, {"parallel.pp=1", "parallel.cp=2", "parallel.dp=2", "parallel.cp_block=32",
                       "model.llm.frozen=true"}},
               {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32", "model.activation_checkpointing=true"}}};
