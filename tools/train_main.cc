@@ -90,8 +90,9 @@ int main(int argc, char** argv) {
     const cornstarch::PipelinePlan& plan = trainer.plan();
     const cornstarch::ModelSpec& spec = trainer.model().spec();
     if (env.rank == 0) {
-      spdlog::info("cornstarch-train {}, config {}, {}; {}", CORNSTARCH_VERSION, source, runtime.dims().Describe(),
-                   cornstarch::DescribeTorchRuntime());
+      spdlog::info("cornstarch-train {}, config {}, {}, {} on {}; {}", CORNSTARCH_VERSION, source,
+                   runtime.dims().Describe(), cornstarch::NameOf(cornstarch::EffectivePrecision(config.train)),
+                   cornstarch::NameOf(config.train.device), cornstarch::DescribeTorchRuntime());
       if (plan.stages.size() > 1) {
         spdlog::info("pipeline: {} placement on {} costs, stages {}, {} microbatches, simulated bubble {:.1f}%",
                      cornstarch::NameOf(plan.mode),

@@ -10,6 +10,7 @@
 #include "cornstarch/plan/bitfield_mask.h"
 #include "cornstarch/plan/tile_mask.h"
 #include "cornstarch/base/check.h"
+#include "cornstarch/device/autocast.h"
 #include "cornstarch/device/profile_scopes.h"
 #include "kernels/bitfield_attention_cuda.h"
 
@@ -180,6 +181,7 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
                                                                   const torch::Tensor& words_in,
                                                                   const BitfieldAttentionOptions& o,
                                                                   BitfieldAttentionStats* stats) {
+  const NoAutocastGuard fp32;  // the kernel's GEMMs stay fp32 on every thread
   RECORD_USER_SCOPE(scope::kAttention);
   CheckInputs(q_in, k_in, v_in, words_in, o);
   torch::NoGradGuard no_grad;
@@ -247,6 +249,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
     const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in, const torch::Tensor& words_in,
     const torch::Tensor& out_in, const torch::Tensor& lse_in, const torch::Tensor& dout_in,
     const BitfieldAttentionOptions& o) {
+  const NoAutocastGuard fp32;
   RECORD_USER_SCOPE(scope::kAttention);
   CheckInputs(q_in, k_in, v_in, words_in, o);
   torch::NoGradGuard no_grad;
@@ -375,7 +378,9 @@ class BitfieldAttentionFunction : public torch::autograd::Function<BitfieldAtten
 
 torch::Tensor BitfieldAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const torch::Tensor& words) {
-  return BitfieldAttentionFunction::apply(q, k, v, words);
+  // Widened outside the autograd function, so that under autocast (bf16 q/k/v) the gradients flow back through
+  // the casts in the inputs' own dtype.
+  return BitfieldAttentionFunction::apply(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), words);
 }
 
 }  // namespace cornstarch

@@ -90,7 +90,9 @@ torch::Tensor CpBitfieldAttention(const torch::Tensor& q_local, const torch::Ten
                                   Communicator& cp) {
   CS_CHECK(cp.size() == layout.cp, "cp group of ", cp.size(), " for a layout of ", layout.cp);
   if (layout.cp == 1) return BitfieldAttention(q_local, k_local, v_local, words);
-  return CpAttentionFunction::apply(q_local, k_local, v_local, words, layout.tokens, &cp);
+  // fp32 kernels, as BitfieldAttention: widened where autograd sees the casts.
+  return CpAttentionFunction::apply(q_local.to(torch::kFloat), k_local.to(torch::kFloat), v_local.to(torch::kFloat),
+                                    words, layout.tokens, &cp);
 }
 
 }  // namespace cornstarch

@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include "cornstarch/device/autocast.h"
+
 namespace cornstarch {
 
 namespace {
@@ -18,6 +20,10 @@ struct RecomputeState : torch::CustomClassHolder {
   ForwardContext ctx;
   bool input_requires_grad = false;
   size_t num_params = 0;
+  // Autocast as the forward ran: backward runs outside it, so the re-run restores it (else a bf16 forward would be
+  // recomputed, and differentiated, in fp32).
+  c10::DeviceType device = c10::DeviceType::CPU;
+  AutocastState autocast;
 };
 
 // Inputs: x, then the layer's trainable parameters. The parameters are inputs only so that the output requires
@@ -43,6 +49,7 @@ class RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     torch::Tensor y;
     {
       torch::AutoGradMode enable(true);
+      AutocastGuard autocast(state->device, state->autocast);
       y = state->layer->Forward(x, state->ctx);
     }
     torch::autograd::backward({y}, {grad_out[0]});
@@ -58,6 +65,8 @@ torch::Tensor Recompute(Layer& layer, const torch::Tensor& x, const ForwardConte
   state->layer = &layer;
   state->ctx = ctx;
   state->ctx.features.clear();  // not read by the layers recomputed here; would only be kept alive
+  state->device = x.device().type();
+  state->autocast = CurrentAutocast(state->device);
   std::vector<torch::Tensor> params;
   for (const torch::Tensor& p : layer.parameters()) {
     if (p.requires_grad()) params.push_back(p);

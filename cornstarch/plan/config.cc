@@ -429,6 +429,11 @@ void RequireConfig(bool ok, const std::string& path, const std::string& expected
   if (!ok) throw Error(path + ": " + expected + ", got " + got);
 }
 
+Precision EffectivePrecision(const TrainConfig& train) {
+  if (train.precision != Precision::kAuto) return train.precision;
+  return train.device == DeviceType::kCuda ? Precision::kBf16 : Precision::kFp32;
+}
+
 void Validate(const Config& c) {
   const LlmConfig& llm = c.model.llm;
   RequirePositive("model.llm.vocab_size", llm.vocab_size);

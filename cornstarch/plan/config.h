@@ -21,6 +21,7 @@ enum class CostSource { kProfile, kFlops };
 enum class CpSplit { kBalanced, kZigzag, kContiguous };
 enum class LrDecay { kCosine, kLinear, kConstant };
 enum class DeviceType { kCpu, kCuda };
+enum class Precision { kAuto, kFp32, kBf16 };
 enum class DataType { kSynthetic, kLlava };
 enum class ImagePreset { kClip, kSiglip };
 enum class BadSamplePolicy { kError, kSkip };
@@ -46,6 +47,7 @@ CS_CHOICES(CostSource, "profile", "flops");
 CS_CHOICES(CpSplit, "balanced", "zigzag", "contiguous");
 CS_CHOICES(LrDecay, "cosine", "linear", "constant");
 CS_CHOICES(DeviceType, "cpu", "cuda");
+CS_CHOICES(Precision, "auto", "fp32", "bf16");
 CS_CHOICES(DataType, "synthetic", "llava");
 CS_CHOICES(ImagePreset, "clip", "siglip");
 CS_CHOICES(BadSamplePolicy, "error", "skip");
@@ -268,6 +270,7 @@ struct TrainConfig {
   double grad_clip_norm = 1.0;
   int64_t num_threads = 0;
   DeviceType device = DeviceType::kCpu;
+  Precision precision = Precision::kAuto;
 
   template <class F>
   void Fields(F&& f) {
@@ -280,8 +283,15 @@ struct TrainConfig {
     f("device", device, "'cpu', or 'cuda': each rank trains on GPU local_rank (needs a CUDA build of LibTorch), "
                         "dp gradients summed over NCCL, pipeline stages exchanging activations through host "
                         "memory; context parallelism runs on 'cpu' only so far.");
+    f("precision", precision, "'fp32', 'bf16' (autocast over the forward: matrix products in bf16, norms, "
+                              "softmax and the loss in fp32; fp32 master weights, gradients and optimizer state; "
+                              "pipeline activations and their gradients sent in bf16) or 'auto': bf16 on 'cuda', "
+                              "fp32 on 'cpu'. fp32 on 'cuda' uses TF32 tensor cores for its matrix products.");
   }
 };
+
+// train.precision with 'auto' resolved by train.device: kFp32 or kBf16.
+Precision EffectivePrecision(const TrainConfig& train);
 
 // Deterministic synthetic multimodal data: each sample shows one instance per encoder, drawn around a random
 // class prototype, and its answer tokens name those classes, so only a model that reads the modalities can

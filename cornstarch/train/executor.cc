@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "cornstarch/device/autocast.h"
 #include "cornstarch/dist/communicator.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/base/check.h"
@@ -11,6 +12,11 @@
 namespace cornstarch {
 
 namespace {
+
+// `t` as it travels between stages: bf16 under bf16 precision (floating-point tensors), else unchanged.
+torch::Tensor Wire(const torch::Tensor& t, bool bf16) {
+  return bf16 && t.is_floating_point() ? t.to(torch::kBFloat16) : t;
+}
 
 // Per microbatch: the activation's shape header, the activation, the gradient. Every pair of stages exchanges
 // messages in schedule order, and the tags keep the three kinds apart.
@@ -32,8 +38,9 @@ struct PipelineExecutor::InFlight {
 };
 
 PipelineExecutor::PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp,
-                                   Communicator& cp, Communicator* tp)
-    : model_(model), plan_(plan), stage_(stage), pp_(pp), cp_(cp), tp_(tp) {
+                                   Communicator& cp, Communicator* tp, Precision precision)
+    : model_(model), plan_(plan), stage_(stage), pp_(pp), cp_(cp), tp_(tp), bf16_(precision == Precision::kBf16) {
+  CS_CHECK(precision != Precision::kAuto, "the executor needs the effective precision");
   const int stages = plan.graph.num_stages();
   CS_CHECK(stage >= 0 && stage < stages, "stage ", stage, " of ", stages);
   CS_CHECK(stages == 1 || pp.size() == stages, "pipeline group of ", pp.size(), " ranks for ", stages, " stages");
@@ -54,6 +61,7 @@ PipelineExecutor::PipelineExecutor(MultimodalModel& model, const PipelinePlan& p
 }
 
 PipelineExecutor::~PipelineExecutor() = default;
+
 
 PipelineExecutor::InFlight& PipelineExecutor::Slot(int mb) {
   std::unique_ptr<InFlight>& slot = in_flight_[mb];
@@ -116,6 +124,7 @@ double PipelineExecutor::Run(const std::vector<Action>& actions, const std::vect
 }
 
 void PipelineExecutor::Forward(int mb, const Batch& batch, double loss_scale) {
+  const AutocastGuard autocast(device_.type(), {bf16_, torch::kBFloat16});
   InFlight& f = Slot(mb);
   const ModelSpec& spec = model_.spec();
   const int llm = spec.llm_chain();
@@ -180,13 +189,14 @@ void PipelineExecutor::RecvActivation(int mb, int peer) {
   const std::vector<int64_t> sizes(h + 2, h + 2 + h[0]);
   torch::Tensor t = torch::empty(sizes, torch::TensorOptions().dtype(static_cast<torch::ScalarType>(h[1])));
   pp_.Recv(t, peer, ActivationTag(mb));
-  t = t.to(device_);
+  // Stages compute on fp32 activations (the residual stream); bf16 is only the wire format.
+  t = t.to(device_, t.is_floating_point() ? torch::kFloat : t.scalar_type());
   if (torch::GradMode::is_enabled() && plan_.graph.has_backward[peer] && t.is_floating_point()) t.requires_grad_(true);
   Slot(mb).inputs[peer] = t;
 }
 
 void PipelineExecutor::SendActivation(int mb, int peer) {
-  const torch::Tensor out = Slot(mb).output.detach().to(torch::kCPU).contiguous();
+  const torch::Tensor out = Wire(Slot(mb).output.detach(), bf16_).to(torch::kCPU).contiguous();
   CS_CHECK(out.dim() <= kHeaderLength - 2, "activation of rank ", out.dim());
   torch::Tensor header = torch::zeros({kHeaderLength}, torch::kLong);
   int64_t* h = header.data_ptr<int64_t>();
@@ -200,16 +210,16 @@ void PipelineExecutor::SendActivation(int mb, int peer) {
 void PipelineExecutor::RecvGradient(int mb, int peer) {
   InFlight& f = Slot(mb);
   CS_CHECK(f.output.defined(), "stage ", stage_, " receives a gradient for microbatch ", mb, " before its forward");
-  torch::Tensor grad = torch::empty(f.output.sizes(), f.output.options().device(torch::kCPU).requires_grad(false));
+  torch::Tensor grad = Wire(torch::empty(f.output.sizes(), f.output.options().device(torch::kCPU).requires_grad(false)), bf16_);
   pp_.Recv(grad, peer, GradientTag(mb));
-  f.output_grad = grad.to(f.output.device());
+  f.output_grad = grad.to(f.output.device(), f.output.scalar_type());
 }
 
 void PipelineExecutor::SendGradient(int mb, int peer) {
   InFlight& f = Slot(mb);
   const auto it = f.inputs.find(peer);
   CS_CHECK(it != f.inputs.end(), "stage ", stage_, " has no gradient for stage ", peer, " in microbatch ", mb);
-  sends_.push_back(pp_.ISend(it->second.to(torch::kCPU).contiguous(), peer, GradientTag(mb)));
+  sends_.push_back(pp_.ISend(Wire(it->second, bf16_).to(torch::kCPU).contiguous(), peer, GradientTag(mb)));
   f.inputs.erase(it);
 }
 

@@ -36,8 +36,10 @@ class PipelineExecutor {
   // owned; unused when the plan has one stage); `cp` the context-parallel group the LLM's attention spans; `tp`
   // the tensor-parallel group of a sharded model (null: none). A tp group runs the same actions in lockstep, each
   // rank exchanging activations with the ranks of its own tp coordinate on the neighbouring stages.
+  // `precision` (kFp32 or kBf16, EffectivePrecision) is how forwards compute and what dtype activations and
+  // their gradients travel in between stages: in bf16 each forward action runs under autocast.
   PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp, Communicator& cp,
-                   Communicator* tp = nullptr);
+                   Communicator* tp = nullptr, Precision precision = Precision::kFp32);
   ~PipelineExecutor();
 
   // Runs this stage's actions over the step's microbatches (plan's microbatch count); the gradient of
@@ -77,6 +79,7 @@ class PipelineExecutor {
   Communicator& pp_;
   Communicator& cp_;
   Communicator* tp_;
+  bool bf16_;
   std::vector<LayerRun> runs_;
   std::map<int, int> producer_layer_;  // producer stage -> the layer whose output it sends
   std::map<int, std::unique_ptr<InFlight>> in_flight_;

@@ -10,6 +10,7 @@
 #include "cornstarch/data/dataset.h"
 #include "cornstarch/data/loader.h"
 #include "cornstarch/data/synthetic_layout.h"
+#include "cornstarch/device/autocast.h"
 #include "cornstarch/device/cuda_device.h"
 #include "cornstarch/device/profile_scopes.h"
 #include "cornstarch/device/torch_runtime.h"
@@ -76,8 +77,10 @@ void Trainer::Init() {
   if (device_.is_cuda() && dp.size() > 1) {
     dp_nccl_ = MakeNcclCommunicator(dp, device_.index(), config.parallel.timeout_seconds, "dp");
   }
+  const Precision precision = EffectivePrecision(config.train);
+  if (device_.is_cuda() && precision == Precision::kFp32) AllowTf32();
   executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP),
-                                                 runtime_.group(Axis::kCP), tp.size() > 1 ? &tp : nullptr);
+                                                 runtime_.group(Axis::kCP), tp.size() > 1 ? &tp : nullptr, precision);
   const DataRank data_rank{dp.rank(), dp.size()};
   data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kTrain, data_rank);
   if (config.eval.enabled()) {

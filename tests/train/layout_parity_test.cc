@@ -6,7 +6,8 @@
 // as pp = 2, cp = 2, pp x cp, dp = 2 and pp x dp (each dp rank reading only its own data streams) on a dataset
 // each rank generates for itself. Tolerance: 1e-5 relative on every step's loss (only the order of floating-point sums differs: the stages'
 // squared gradient norms are added across ranks); weights 1e-4 as in the dp parity test. One layout runs a schedule
-// loaded from a file (GPipe) rather than 1F1B.
+// loaded from a file (GPipe) rather than 1F1B. In bf16 (train.precision), pp = 2, cp = 2, dp = 2 and pp x cp
+// reproduce the single-process bf16 run to bf16's tolerance (kBf16Rtol below).
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -39,7 +40,16 @@ std::string ReadFile(const std::string& path) {
 struct Variant {
   std::string config;
   std::vector<std::string> overrides;
+  double rtol = 1e-5;       // every step's loss and evaluation; grad norm and weights to 10 x rtol
+  double eval_rtol = 1e-6;  // the evaluation of the initial weights
 };
+
+// bf16 layouts against the single-process bf16 run. Stages exchange activations and gradients in bf16 where the
+// single process keeps them in fp32, and a last-bit difference of a sum can round a bf16 product the other way
+// (unit roundoff 2^-9 = 2e-3), which the following steps carry on: they agree to bf16's rounding, not float's.
+// Measured over 10 steps (pp = 2, cp = 2, dp = 2, pp x cp): loss up to 5.6e-4 relative, grad norm 7e-3, the
+// evaluation of the initial weights 1.3e-4 (pp: its boundary activations rounded); tolerances a few times that.
+constexpr double kBf16Rtol = 3e-3, kBf16EvalRtol = 1e-3;
 
 std::vector<Variant> VariantsFor(int world) {
   const std::string tiny = "configs/tiny.yaml", llava = "configs/tiny-llava.yaml", real = "configs/tiny-llava-data.yaml";
@@ -52,6 +62,10 @@ std::vector<Variant> VariantsFor(int world) {
               {llava, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=16", "parallel.cp_split=zigzag"}},
               {real, {"parallel.pp=2", "model.encoders.vision.frozen=true"}},
               {real, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=32"}},
+              {tiny, {"parallel.pp=2", "train.precision=bf16"}, kBf16Rtol, kBf16EvalRtol},
+              {tiny, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=32", "train.precision=bf16"}, kBf16Rtol,
+               kBf16EvalRtol},
+              {tiny, {"parallel.pp=1", "parallel.dp=2", "train.precision=bf16"}, kBf16Rtol, kBf16EvalRtol},
               // Each dp rank reads only its own data stream; the single process reads both.
               {real, {"parallel.pp=1", "parallel.dp=2", "data.streams=2"}},
               {llava, {"parallel.pp=2", "model.activation_checkpointing=true"}},
@@ -72,6 +86,8 @@ std::vector<Variant> VariantsFor(int world) {
               {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32"}},
               {real, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=16", "parallel.cp_split=zigzag"}},
               {real, {"parallel.pp=2", "parallel.dp=2", "data.streams=4", "data.workers=2"}},
+              {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32", "train.precision=bf16"}, kBf16Rtol,
+               kBf16EvalRtol},
               {tiny, {"parallel.pp=1", "parallel.cp=2", "parallel.dp=2", "parallel.cp_block=32",
                       "model.llm.frozen=true"}},
               {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32", "model.activation_checkpointing=true"}}};
@@ -125,10 +141,10 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
     DistRuntime runtime(cfg.parallel, env, nullptr, nullptr);
     Trainer trainer(cfg, runtime);
     // Forward only under the layout, from the same initial weights: the same loss to 1e-6.
-    CHECK(trainer.Evaluate() == Approx(reference_eval).epsilon(1e-6));
+    CHECK(trainer.Evaluate() == Approx(reference_eval).epsilon(v.eval_rtol));
     const std::vector<StepMetrics> got = trainer.Run();
     REQUIRE(got.size() == expected.size());
-    CheckSameCurve(got, expected, 1e-5);
+    CheckSameCurve(got, expected, v.rtol);
     std::map<std::string, torch::Tensor> ref_params;
     for (const auto& [name, p] : reference.model().NamedParameters()) ref_params[name] = p;
     const auto params = trainer.model().NamedParameters();
@@ -136,7 +152,7 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
     for (const auto& [name, p] : params) {
       INFO(name);
       REQUIRE(ref_params.count(name));
-      CHECK(torch::allclose(p, ref_params[name], /*rtol=*/1e-4, /*atol=*/1e-4));
+      CHECK(torch::allclose(p, ref_params[name], /*rtol=*/10 * v.rtol, /*atol=*/10 * v.rtol));
     }
     if (!cfg.parallel.schedule_file.empty()) {
       // The stage ran the file's order: its forwards and backwards as listed, the communication added.
