@@ -298,7 +298,7 @@ void LoadHfWeights(MultimodalModel& model, int chain) {
 }
 
 void ExportHfWeights(const MultimodalModel& model, const std::string& path,
-                     const std::map<std::string, at::Tensor>& whole) {
+                     const std::map<std::string, at::Tensor>& whole, at::ScalarType dtype) {
   std::map<std::string, torch::Tensor> params = whole;
   if (params.empty()) {
     for (const auto& [name, p] : model.NamedParameters()) params[name] = p;
@@ -308,7 +308,7 @@ void ExportHfWeights(const MultimodalModel& model, const std::string& path,
   for (int l = 0; l < static_cast<int>(spec.layers.size()); ++l) {
     if (!model.has_layer(l)) continue;
     for (const HfTensor& t : HfTensorsOf(model.config(), spec, l)) {
-      const torch::Tensor p = params.at(t.ours).detach();
+      const torch::Tensor p = params.at(t.ours).detach().to(dtype);
       if (t.parts.size() == 1) {
         out.emplace_back(t.parts[0].name, p);
         continue;

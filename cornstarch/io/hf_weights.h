@@ -52,10 +52,10 @@ std::vector<HfTensor> HfTensorsOf(const ModelConfig& config, const ModelSpec& sp
 // tensor-parallel model takes its slice of each split tensor.
 void LoadHfWeights(MultimodalModel& model, int chain);
 
-// Writes every built layer's parameters under Hugging Face names (prefix-free) to `path`, atomically. `whole`:
-// the parameters by our name when the model's own are tensor-parallel slices (the caller gathers them).
+// Writes every built layer's parameters under Hugging Face names (prefix-free) to `path` in `dtype`, atomically.
+// `whole`: the parameters by our name when the model's own are tensor-parallel slices (the caller gathers them).
 void ExportHfWeights(const MultimodalModel& model, const std::string& path,
-                     const std::map<std::string, at::Tensor>& whole = {});
+                     const std::map<std::string, at::Tensor>& whole = {}, at::ScalarType dtype = at::kFloat);
 
 // Writes `dir`/model.safetensors.index.json, the map from tensor name to file that Hugging Face loaders read, from
 // the headers of `shards` (file names in `dir`, all written), atomically.

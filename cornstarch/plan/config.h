@@ -22,6 +22,7 @@ enum class CpSplit { kBalanced, kZigzag, kContiguous };
 enum class LrDecay { kCosine, kLinear, kConstant };
 enum class DeviceType { kCpu, kCuda };
 enum class Precision { kAuto, kFp32, kBf16 };
+enum class FloatType { kFp32, kBf16 };
 enum class DataType { kSynthetic, kLlava };
 enum class ImagePreset { kClip, kSiglip };
 enum class BadSamplePolicy { kError, kSkip };
@@ -48,6 +49,7 @@ CS_CHOICES(CpSplit, "balanced", "zigzag", "contiguous");
 CS_CHOICES(LrDecay, "cosine", "linear", "constant");
 CS_CHOICES(DeviceType, "cpu", "cuda");
 CS_CHOICES(Precision, "auto", "fp32", "bf16");
+CS_CHOICES(FloatType, "fp32", "bf16");
 CS_CHOICES(DataType, "synthetic", "llava");
 CS_CHOICES(ImagePreset, "clip", "siglip");
 CS_CHOICES(BadSamplePolicy, "error", "skip");
@@ -200,6 +202,7 @@ struct ParallelConfig {
   std::string schedule_file;
   bool overlap_grad_sync = true;
   double grad_bucket_mib = 25;
+  FloatType grad_reduce_dtype = FloatType::kFp32;
 
   template <class F>
   void Fields(F&& f) {
@@ -232,6 +235,9 @@ struct ParallelConfig {
     f("grad_bucket_mib", grad_bucket_mib, "Gradients are summed over dp in buckets of at most this many MiB (a "
                                           "larger parameter gets a bucket of its own): fewer, larger calls vs. "
                                           "an earlier start under backward.");
+    f("grad_reduce_dtype", grad_reduce_dtype, "'fp32', or 'bf16': gradient buckets travel and are summed over dp "
+                                              "in bf16 (half the bytes), then widened back into the fp32 gradients "
+                                              "the optimizer reads.");
   }
 };
 
@@ -448,6 +454,7 @@ struct CheckpointConfig {
   int64_t keep_last = 2;
   std::string resume;
   std::string export_hf;
+  FloatType export_dtype = FloatType::kFp32;
 
   template <class F>
   void Fields(F&& f) {
@@ -458,6 +465,7 @@ struct CheckpointConfig {
                         "empty starts fresh. The run continues bitwise identically on the same layout.");
     f("export_hf", export_hf, "After the last step, write the model here in Hugging Face layout (safetensors "
                               "shards and model.safetensors.index.json); empty: no export.");
+    f("export_dtype", export_dtype, "dtype of the exported tensors: 'fp32' (the checkpoint's) or 'bf16'.");
   }
 };
 

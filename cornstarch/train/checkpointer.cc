@@ -154,7 +154,10 @@ void Checkpointer::ExportHf() {
     if (model_.tp().active()) {
       for (const StatePiece& s : ModelState()) whole[s.name.substr(std::string("model.").size())] = Whole(s);
     }
-    if (runtime_.coord().tp == 0) ExportHfWeights(model_, dir + "/" + shards[runtime_.coord().pp], whole);
+    if (runtime_.coord().tp == 0) ExportHfWeights(model_, dir + "/" + shards[runtime_.coord().pp], whole,
+                                                     config_.checkpoint.export_dtype == FloatType::kBf16
+                                                         ? at::kBFloat16
+                                                         : at::kFloat);
   }
   runtime_.world().Barrier();
   if (runtime_.rank() == 0) {

@@ -13,8 +13,8 @@
 namespace cornstarch {
 
 GradSync::GradSync(std::vector<at::Tensor> params, int64_t bucket_bytes, Communicator& dp, Communicator& cp,
-                   bool shard, bool overlap)
-    : params_(std::move(params)), dp_(dp), cp_(cp), shard_(shard) {
+                   bool shard, bool overlap, bool bf16)
+    : params_(std::move(params)), dp_(dp), cp_(cp), shard_(shard), bf16_(bf16) {
   CS_CHECK(!shard || dp.size() > 1, "a sharded optimizer needs dp > 1");
   std::vector<int64_t> numels;
   for (const at::Tensor& p : params_) numels.push_back(p.numel());
@@ -73,6 +73,7 @@ void GradSync::Launch(int k) {
   if (b.padded > b.numel) parts.push_back(at::zeros({b.padded - b.numel}, parts.front().options()));
   flat_[k] = at::cat(parts);
   if (dp_.size() == 1) return;
+  if (bf16_) flat_[k] = flat_[k].to(at::kBFloat16);
   if (shard_) {
     shard_buffer_[k] = at::empty({b.padded / dp_.size()}, flat_[k].options());
     work_[k] = dp_.IReduceScatter(flat_[k], shard_buffer_[k], ReduceOp::kSum);
@@ -95,6 +96,7 @@ void GradSync::Finish() {
     // What this rank holds (its shard, or the whole bucket) is then summed over the cp ranks.
     at::Tensor& held = shard_ ? shard_buffer_[k] : flat_[k];
     if (cp_.size() > 1) cp_.AllReduce(held, ReduceOp::kSum);
+    if (shard_ && bf16_) held = held.to(at::kFloat);  // the optimizer's gradient slices are fp32
     if (!shard_) {
       for (const GradBucket::Entry& e : buckets_[k].entries) {
         at::Tensor& g = params_[e.param].mutable_grad();

@@ -30,9 +30,10 @@ class GradSync {
  public:
   // `params`: the trainable parameters in model order. `shard`: reduce-scatter over dp and own 1/dp of every
   // bucket (ZeRO-1). `overlap`: start buckets during the last backward (see above). The communicators are not
-  // owned; `dp` may be NCCL when the gradients live on a GPU.
+  // owned; `dp` may be NCCL when the gradients live on a GPU. `bf16`: buckets are summed in bf16 and widened
+  // back into the fp32 gradients (or shards) afterwards.
   GradSync(std::vector<at::Tensor> params, int64_t bucket_bytes, Communicator& dp, Communicator& cp, bool shard,
-           bool overlap);
+           bool overlap, bool bf16 = false);
   ~GradSync();
 
   // The gradients accumulated from now on complete the step (call before the stage's last backward).
@@ -71,6 +72,7 @@ class GradSync {
   Communicator& dp_;
   Communicator& cp_;
   const bool shard_;
+  const bool bf16_;
   std::vector<GradBucket> buckets_;
   std::vector<ParamSlice> slices_;
   std::vector<int> bucket_of_;  // parameter -> bucket

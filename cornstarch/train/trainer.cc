@@ -90,7 +90,8 @@ void Trainer::Init() {
   const bool shard = config.optimizer.shard && dp.size() > 1;
   const auto bucket_bytes = static_cast<int64_t>(config.parallel.grad_bucket_mib * (1 << 20));
   grad_sync_ = std::make_unique<GradSync>(model_->TrainableParameters(), bucket_bytes, dp_nccl_ ? *dp_nccl_ : dp,
-                                          runtime_.group(Axis::kCP), shard, config.parallel.overlap_grad_sync);
+                                          runtime_.group(Axis::kCP), shard, config.parallel.overlap_grad_sync,
+                                          config.parallel.grad_reduce_dtype == FloatType::kBf16);
   optimizer_ = std::make_unique<AdamW>(model_->TrainableParameters(), grad_sync_->slices(), config.optimizer);
   if (tp.size() > 1) {
     const auto named = model_->NamedParameters();

@@ -321,6 +321,15 @@ TEST_CASE("a CLIP tower loads from Hugging Face names and computes CLIP's penult
   CHECK(!back.count("vision_model.encoder.layers.2.mlp.fc1.weight"));  // not built
   CHECK(torch::equal(back.at("vision_model.embeddings.class_embedding"),
                      ckpt.at("vision_tower.vision_model.embeddings.class_embedding")));
+  // checkpoint.export_dtype bf16: the same tensors, each rounded to bf16 once, stored as BF16.
+  ExportHfWeights(m, exported, {}, torch::kBFloat16);
+  const auto half = ReadAll(exported);
+  REQUIRE(half.size() == back.size());
+  for (const auto& [name, t] : back) {
+    INFO(name);
+    CHECK(half.at(name).scalar_type() == torch::kBFloat16);
+    CHECK(torch::equal(half.at(name), t.to(torch::kBFloat16)));
+  }
 
   // Without feature_layer the third block is loaded and run: full-depth features.
   MultimodalModel full(config({"model.encoders.vision.feature_layer=-1"}), 3);

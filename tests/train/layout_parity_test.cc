@@ -66,6 +66,11 @@ std::vector<Variant> VariantsFor(int world) {
               {tiny, {"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=32", "train.precision=bf16"}, kBf16Rtol,
                kBf16EvalRtol},
               {tiny, {"parallel.pp=1", "parallel.dp=2", "train.precision=bf16"}, kBf16Rtol, kBf16EvalRtol},
+              // Gradients summed over dp in bf16 (its rounding on top: tolerance as for bf16).
+              {tiny, {"parallel.pp=1", "parallel.dp=2", "train.precision=bf16", "parallel.grad_reduce_dtype=bf16"},
+               kBf16Rtol, kBf16EvalRtol},
+              {tiny, {"parallel.pp=1", "parallel.dp=2", "train.precision=bf16", "parallel.grad_reduce_dtype=bf16",
+                      "optimizer.shard=true"}, kBf16Rtol, kBf16EvalRtol},
               // Each dp rank reads only its own data stream; the single process reads both.
               {real, {"parallel.pp=1", "parallel.dp=2", "data.streams=2"}},
               {llava, {"parallel.pp=2", "model.activation_checkpointing=true"}},
