@@ -16,6 +16,11 @@ int CudaDeviceCount() {
   return count;
 }
 
+void SelectCudaDevice(int device) {
+  const cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) throw Error("CUDA device " + std::to_string(device) + ": " + cudaGetErrorString(e));
+}
+
 std::string CudaDeviceName(int device) {
   cudaDeviceProp prop;
   const cudaError_t e = cudaGetDeviceProperties(&prop, device);

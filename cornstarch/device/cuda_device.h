@@ -10,6 +10,10 @@ namespace cornstarch {
 // Visible CUDA devices; 0 without a GPU or driver.
 int CudaDeviceCount();
 
+// Makes `device` this thread's current device (cudaSetDevice), where our own kernels launch. Throws Error naming
+// the device when it cannot.
+void SelectCudaDevice(int device);
+
 // The device's name as the driver reports it ("NVIDIA H100 80GB HBM3"). Throws Error when there is no such device.
 std::string CudaDeviceName(int device);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cornstarch/base/check.h"
+#include "cornstarch/device/cuda_device.h"
 
 namespace cornstarch {
 
@@ -108,6 +109,7 @@ c10::Device TrainingDevice(DeviceType device, int local_rank) {
     throw Error("train.device: local rank " + std::to_string(local_rank) + " has no GPU of its own (" +
                 std::to_string(count) + " visible on this node); start at most one rank per GPU");
   }
+  SelectCudaDevice(local_rank);  // before any CUDA work of this rank: our kernels launch on the current device
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
 }
 

@@ -30,8 +30,8 @@ void SetBlasThreads(int threads);
 // warmed up, the median of several: steady from run to run.
 double MeasureGemmFlops();
 
-// The device train.device names for the rank with this local rank: the CPU, or GPU `local_rank`. Throws Error
-// when 'cuda' cannot be had (a CPU-only LibTorch, no GPU, fewer GPUs than ranks on the node).
+// The device train.device names for the rank with this local rank: the CPU, or GPU `local_rank`, which it makes
+// the process's current CUDA device. Throws Error when 'cuda' cannot be had (a CPU-only LibTorch, no GPU, fewer GPUs than ranks on the node).
 c10::Device TrainingDevice(DeviceType device, int local_rank);
 
 // "LibTorch 1.13.0, 2 threads, oneDNN off" — for the start-up log line.

@@ -38,6 +38,15 @@ void CheckContinues(const std::vector<StepMetrics>& got, const std::vector<StepM
   cornstarch::testing::CheckSameCurve(got, expected, eps, 6);
 }
 
+// A run stopped after step 7: its checkpoints at steps 3 and 6 remain (saved as Run() saves them).
+void TrainAndStopAfterStep7(const Config& cfg, DistRuntime& runtime) {
+  Trainer killed(cfg, runtime);
+  for (int i = 1; i <= 7; ++i) {
+    killed.Step();
+    if (i % 3 == 0) killed.Save();
+  }
+}
+
 }  // namespace
 
 TEST_CASE("pp = 2 resumes bitwise, and its checkpoint re-shards onto pp = 1 and dp = 2", "[checkpoint]") {
@@ -50,13 +59,7 @@ TEST_CASE("pp = 2 resumes bitwise, and its checkpoint re-shards onto pp = 1 and 
 
   Trainer full(MakeConfig(TempPath("pp2-full")), runtime);
   const std::vector<StepMetrics> expected = full.Run();
-  {
-    Trainer killed(cfg, runtime);
-    for (int i = 1; i <= 7; ++i) {
-      killed.Step();
-      if (i % 3 == 0) killed.Save();
-    }
-  }
+  TrainAndStopAfterStep7(cfg, runtime);
   const std::string step6 = TempPath("pp2") + "/" + CheckpointDirName(6);
   {
     INFO("pp = 2 from its own checkpoint");
@@ -101,13 +104,7 @@ TEST_CASE("streamed data: dp = 2 resumes at the exact sample, also in one proces
 
   Trainer full(config(TempPath("streams-full"), {}), runtime);
   const std::vector<StepMetrics> expected = full.Run();
-  {
-    Trainer killed(cfg, runtime);
-    for (int i = 1; i <= 7; ++i) {
-      killed.Step();
-      if (i % 3 == 0) killed.Save();
-    }
-  }
+  TrainAndStopAfterStep7(cfg, runtime);
   {
     INFO("dp = 2 from its own checkpoint: each rank's streams continue where they were");
     Trainer resumed(config(TempPath("streams"), {"checkpoint.resume=latest"}), runtime);
