@@ -103,7 +103,8 @@ FileSample DatasetFile::Read(int64_t i) const {
     s.conversation = ParseConversation(line, at);
     s.where = Where(i, s.conversation.id);
   }
-  for (const auto& [paths, media] : {std::tie(s.conversation.images, s.images), std::tie(s.conversation.audios, s.audios)}) {
+  for (const auto& [paths, media] :
+       {std::tie(s.conversation.images, s.images), std::tie(s.conversation.audios, s.audios)}) {
     for (const std::string& p : paths) {
       const std::string file = (fs::path(media_dir_) / p).string();
       if (!fs::is_regular_file(file)) throw Error(s.where + ": " + file + ": no such file");

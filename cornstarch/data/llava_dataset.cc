@@ -67,7 +67,8 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed, DataRank dp)
     for (size_t i = 0; i < data_.mix.size(); ++i) {
       const DataSource& m = data_.mix[i];
       const std::string at = "data.mix[" + std::to_string(i) + "]";
-      sources_.push_back({ResolveFiles(m.path, at + ".path"), m.weight, m.media_dir.empty() ? data_.media_dir : m.media_dir});
+      sources_.push_back(
+          {ResolveFiles(m.path, at + ".path"), m.weight, m.media_dir.empty() ? data_.media_dir : m.media_dir});
     }
   }
   global_batch_ = config.train.global_batch_size;

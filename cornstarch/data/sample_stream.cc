@@ -85,7 +85,8 @@ StreamCursor SampleStream::Decode(const std::vector<int64_t>& encoded) const {
 
 int SampleStream::Draw(int64_t draw) const {
   if (sources_.size() == 1) return 0;
-  const uint64_t bits = MixSeed(MixSeed(seed_, 0x6d6978ULL + static_cast<uint64_t>(stream_)), static_cast<uint64_t>(draw));
+  const uint64_t bits =
+      MixSeed(MixSeed(seed_, 0x6d6978ULL + static_cast<uint64_t>(stream_)), static_cast<uint64_t>(draw));
   double u = static_cast<double>(bits >> 11) * 0x1.0p-53 * total_weight_;
   for (size_t s = 0; s + 1 < sources_.size(); ++s) {
     if (u < sources_[s].weight) return static_cast<int>(s);

@@ -62,7 +62,6 @@ PipelineExecutor::PipelineExecutor(MultimodalModel& model, const PipelinePlan& p
 
 PipelineExecutor::~PipelineExecutor() = default;
 
-
 PipelineExecutor::InFlight& PipelineExecutor::Slot(int mb) {
   std::unique_ptr<InFlight>& slot = in_flight_[mb];
   if (!slot) slot = std::make_unique<InFlight>();
@@ -210,7 +209,8 @@ void PipelineExecutor::SendActivation(int mb, int peer) {
 void PipelineExecutor::RecvGradient(int mb, int peer) {
   InFlight& f = Slot(mb);
   CS_CHECK(f.output.defined(), "stage ", stage_, " receives a gradient for microbatch ", mb, " before its forward");
-  torch::Tensor grad = Wire(torch::empty(f.output.sizes(), f.output.options().device(torch::kCPU).requires_grad(false)), bf16_);
+  torch::Tensor grad =
+      Wire(torch::empty(f.output.sizes(), f.output.options().device(torch::kCPU).requires_grad(false)), bf16_);
   pp_.Recv(grad, peer, GradientTag(mb));
   f.output_grad = grad.to(f.output.device(), f.output.scalar_type());
 }

@@ -225,7 +225,8 @@ TEST_CASE("streamed data's errors name the field or the file", "[data][stream]")
   fs::create_directories(dir);
   CHECK(ErrorOf([&] { LlavaDataset d(StreamConfig({"data.path=" + dir + "/*.tar"}), 0); }) ==
         "data.path: '" + dir + "/*.tar' matches no file");
-  CHECK(ErrorOf([&] { LlavaDataset d(StreamConfig({"data.path=" + DemoDir() + "/train.jsonl", "data.streams=3"}), 0); }) ==
+  const std::string demo = "data.path=" + DemoDir() + "/train.jsonl";
+  CHECK(ErrorOf([&] { LlavaDataset d(StreamConfig({demo, "data.streams=3"}), 0); }) ==
         "data.streams: 3 streams must be a multiple of the dp degree (1) and divide train.global_batch_size=4");
   const std::string f = DemoDir() + "/train.jsonl";
   const std::string three = "data.path=[" + f + ", " + f + ", " + f + "]";
