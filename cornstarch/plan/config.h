@@ -299,9 +299,6 @@ struct TrainConfig {
 // train.precision with 'auto' resolved by train.device: kFp32 or kBf16.
 Precision EffectivePrecision(const TrainConfig& train);
 
-// Deterministic synthetic multimodal data: each sample shows one instance per encoder, drawn around a random
-// class prototype, and its answer tokens name those classes, so only a model that reads the modalities can
-// predict them.
 // One dataset of data.mix: its files and how often it is drawn from.
 struct DataSource {
   std::vector<std::string> path;
@@ -316,6 +313,9 @@ struct DataSource {
   }
 };
 
+// Deterministic synthetic multimodal data: each sample shows one instance per encoder, drawn around a random
+// class prototype, and its answer tokens name those classes, so only a model that reads the modalities can
+// predict them.
 struct DataConfig {
   DataType type = DataType::kSynthetic;
   int64_t seq_len = 64;
