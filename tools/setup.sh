@@ -18,6 +18,7 @@ PACKAGES=(
   libpcre2-dev libicu-dev  # tokenizer.json: pre-tokenizer regexes, Unicode normalisation
   catch2
   clang                  # libFuzzer, AddressSanitizer and UBSan for tools/fuzz.sh
+  cmake ninja-build ccache  # the CMake build (tools/cmake_test.sh); ccache keeps CI's warm rebuilds short
 )
 
 missing=()

@@ -14,6 +14,11 @@ rc=${PIPESTATUS[0]}
 bash tools/check_layers.sh 2>&1 | tee -a "$log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
 
+# The CMake build (CMakeLists.txt) against Debian's LibTorch trains to the Bazel binary's loss curve, also with the
+# GPU machine's bundle of libraries (tools/cmake_test.sh; through ccache, a minute when warm).
+bash tools/cmake_test.sh 2>&1 | tee -a "$log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
+
 # The pure layers' tests (no LibTorch) once more, under AddressSanitizer + UBSan.
 bazel test --config=sanitize //tests:config_test //tests:partitioner_test //tests:planner_test //tests:schedule_test \
   //tests:cp_balancer_test 2>&1 | tee -a "$log"
