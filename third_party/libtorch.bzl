@@ -38,11 +38,14 @@ def _libtorch_impl(rctx):
         # libtorch_cuda only registers the CUDA backend from static initialisers, so it is linked even though no
         # symbol of it is referenced.
         libs = ["torch", "torch_cpu", "c10"]
+        defines = []
         if rctx.path(root + "/lib/libtorch_cuda.so").exists:
             libs += ["torch_cuda", "c10_cuda"]
+            defines.append('"CORNSTARCH_TORCH_CUDA"')  # cornstarch/device/cuda_stream.cc
         rctx.template("BUILD.bazel", rctx.attr.dist_build_file, {
             "%{lib_dir}": root + "/lib",
             "%{libs}": ", ".join(['"-l{}"'.format(lib) for lib in libs]),
+            "%{defines}": ", ".join(defines),
         })
     rctx.file("WORKSPACE", "workspace(name = \"{}\")\n".format(rctx.attr.name))
 

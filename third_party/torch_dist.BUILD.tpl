@@ -3,6 +3,7 @@
 cc_library(
     name = "torch",
     hdrs = glob(["include/**"]),
+    defines = [%{defines}],
     includes = [
         "include",
         "include/torch/csrc/api/include",

@@ -11,6 +11,7 @@
 #include "cornstarch/plan/tile_mask.h"
 #include "cornstarch/base/check.h"
 #include "cornstarch/device/autocast.h"
+#include "cornstarch/device/cuda_stream.h"
 #include "cornstarch/device/profile_scopes.h"
 #include "kernels/bitfield_attention_cuda.h"
 
@@ -151,8 +152,8 @@ void CheckInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Te
            "words must be [B, S] int64");
 }
 
-// CUDA tensors: the kernels under kernels/, queued on the default stream (where LibTorch queues its own work
-// unless a caller switches streams, which this project never does).
+// CUDA tensors: the kernels under kernels/, launched under a guard of the tensors' device on LibTorch's current
+// stream there (cornstarch/device/cuda_stream.h).
 cuda::BitfieldAttentionParams CudaParams(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                          const torch::Tensor& words, const BitfieldAttentionOptions& o) {
   CS_CHECK(o.query_tiles.empty(), "the CUDA bitfield kernel computes every query row (no query_tiles)");
@@ -192,7 +193,8 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
     torch::Tensor out = torch::zeros_like(q), lse = torch::empty({p.batch, p.heads, p.seq}, q.options());
     p.out = out.data_ptr<float>();
     p.lse = lse.data_ptr<float>();
-    CheckLaunch(cuda::LaunchBitfieldAttentionForward(p, nullptr), "forward");
+    const c10::DeviceGuard on_device(q.device());
+    CheckLaunch(cuda::LaunchBitfieldAttentionForward(p, CurrentCudaStream(q.device())), "forward");
     return {out, lse};
   }
   const int64_t B = q.size(0), H = q.size(1), Hkv = k.size(1), n = q.size(2), D = q.size(3), group = H / Hkv;
@@ -268,7 +270,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
     p.dq = dq.data_ptr<float>();
     p.dk = dk.data_ptr<float>();
     p.dv = dv.data_ptr<float>();
-    CheckLaunch(cuda::LaunchBitfieldAttentionBackward(p, nullptr), "backward");
+    const c10::DeviceGuard on_device(q.device());
+    CheckLaunch(cuda::LaunchBitfieldAttentionBackward(p, CurrentCudaStream(q.device())), "backward");
     return {dq, dk, dv};
   }
   const int64_t B = q.size(0), H = q.size(1), Hkv = k.size(1), n = q.size(2), D = q.size(3), group = H / Hkv;
