@@ -27,6 +27,14 @@ class Work {
   virtual void Progress() {}
 };
 
+// One send or receive of a group that StartP2P posts together.
+struct P2POp {
+  enum Kind { kSend, kRecv } kind;
+  at::Tensor tensor;  // a receive's buffer, preallocated
+  int peer = 0;
+  int tag = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -40,6 +48,14 @@ class Communicator {
   virtual void Recv(at::Tensor& tensor, int src, int tag = 0) = 0;
   virtual std::unique_ptr<Work> ISend(const at::Tensor& tensor, int dst, int tag = 0) = 0;
   virtual std::unique_ptr<Work> IRecv(at::Tensor& tensor, int src, int tag = 0) = 0;
+
+  // Posts `ops` as one group and returns their Works, in order. NCCL issues them between ncclGroupStart and
+  // ncclGroupEnd: their completion then does not depend on their order within the group, so a rank that sends and
+  // receives in the same step cannot block on either alone (NCCL buffers no send). Elsewhere: each as ISend/IRecv.
+  virtual std::vector<std::unique_ptr<Work>> StartP2P(const std::vector<P2POp>& ops);
+  // True where sends and receives take tensors on the training device as they are (NCCL: CUDA tensors); false
+  // where they take host tensors (MPI).
+  virtual bool takes_device_tensors() const { return false; }
 
   // In place over every rank's `tensor`.
   void AllReduce(at::Tensor& tensor, ReduceOp op) { IAllReduce(tensor, op)->Wait(); }

@@ -4,10 +4,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <chrono>
-#include <thread>
-
+#include "cornstarch/device/cuda_stream.h"
 #include "cornstarch/dist/mpi_communicator.h"
+#include "cornstarch/dist/watchdog.h"
 #include "cornstarch/base/check.h"
 #include "cornstarch/base/logging.h"
 
@@ -49,31 +48,34 @@ int NcclVersion() {
 
 namespace {
 
-class NcclCommunicator;
-
-// Waits for `event` (recorded after the operation on the communicator's stream) under the timeout.
-void WaitEvent(NcclCommunicator& comm, cudaEvent_t event, const std::string& op);
+// A completion event, shared by an operation's Work and the watchdog that polls it (either may outlive the other).
+struct CudaEvent {
+  cudaEvent_t event = nullptr;
+  CudaEvent() { CS_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming)); }
+  ~CudaEvent() { cudaEventDestroy(event); }
+};
 
 class NcclWork final : public Work {
  public:
-  NcclWork(NcclCommunicator& comm, cudaEvent_t event, std::vector<at::Tensor> keep_alive, std::string op)
-      : comm_(comm), event_(event), tensors_(std::move(keep_alive)), op_(std::move(op)) {}
+  NcclWork(std::shared_ptr<CudaEvent> done, int device, std::vector<at::Tensor> keep_alive)
+      : done_(std::move(done)), device_(device), tensors_(std::move(keep_alive)) {}
   ~NcclWork() override {
-    if (!done_) Wait();
-    cudaEventDestroy(event_);
+    if (!waited_) Wait();
   }
+  // LibTorch's current stream waits for the operation on the device; the host goes on (the watchdog ends the job
+  // if the operation never completes). The tensors may then be released: LibTorch's allocator hands their memory
+  // out again only to work on the current stream, which now runs after the operation.
   void Wait() override {
-    if (done_) return;
-    WaitEvent(comm_, event_, op_);
-    done_ = true;
+    if (waited_) return;
+    CS_CUDA_CHECK(cudaStreamWaitEvent(CurrentCudaStream(c10::Device(c10::kCUDA, device_)), done_->event, 0));
+    waited_ = true;
   }
 
  private:
-  NcclCommunicator& comm_;
-  cudaEvent_t event_;
+  std::shared_ptr<CudaEvent> done_;
+  int device_;
   std::vector<at::Tensor> tensors_;
-  std::string op_;
-  bool done_ = false;
+  bool waited_ = false;
 };
 
 class NcclCommunicator final : public Communicator {
@@ -84,8 +86,11 @@ class NcclCommunicator final : public Communicator {
     CS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CS_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
     CS_NCCL_CHECK(ncclCommCount(comm_, &size_));
+    watchdog_ = std::make_unique<Watchdog>(
+        timeout_, [this](const std::string& what) { Abort(what); }, [device] { cudaSetDevice(device); });
   }
   ~NcclCommunicator() override {
+    watchdog_.reset();  // stops polling before the communicator goes
     cudaStreamDestroy(stream_);
     ncclCommDestroy(comm_);
   }
@@ -93,8 +98,6 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
-  double timeout() const { return timeout_; }
-  ncclComm_t comm() const { return comm_; }
 
   void Send(const at::Tensor& t, int dst, int tag) override { ISend(t, dst, tag)->Wait(); }
   void Recv(at::Tensor& t, int src, int tag) override { IRecv(t, src, tag)->Wait(); }
@@ -109,6 +112,28 @@ class NcclCommunicator final : public Communicator {
     CS_NCCL_CHECK(ncclRecv(t.data_ptr(), t.numel(), Type(t), src, comm_, stream_));
     return Record(t, "recv from rank " + std::to_string(src));
   }
+
+  std::vector<std::unique_ptr<Work>> StartP2P(const std::vector<P2POp>& ops) override {
+    for (const P2POp& op : ops) Check(op.tensor, op.kind == P2POp::kSend ? "send" : "recv");
+    CS_NCCL_CHECK(ncclGroupStart());
+    for (const P2POp& op : ops) {
+      const at::Tensor& t = op.tensor;
+      if (op.kind == P2POp::kSend) {
+        CS_NCCL_CHECK(ncclSend(t.data_ptr(), t.numel(), Type(t), op.peer, comm_, stream_));
+      } else {
+        CS_NCCL_CHECK(ncclRecv(t.data_ptr(), t.numel(), Type(t), op.peer, comm_, stream_));
+      }
+    }
+    CS_NCCL_CHECK(ncclGroupEnd());
+    std::vector<std::unique_ptr<Work>> works;
+    for (const P2POp& op : ops) {
+      works.push_back(Record(op.tensor, (op.kind == P2POp::kSend ? "send to rank " : "recv from rank ") +
+                                            std::to_string(op.peer) + " (in a group of " +
+                                            std::to_string(ops.size()) + ")"));
+    }
+    return works;
+  }
+  bool takes_device_tensors() const override { return true; }
 
   std::unique_ptr<Work> IAllReduce(at::Tensor& t, ReduceOp op) override {
     Check(t, "allreduce");
@@ -135,9 +160,11 @@ class NcclCommunicator final : public Communicator {
     CS_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), Type(t), root, comm_, stream_));
     Record(t, "broadcast from rank " + std::to_string(root))->Wait();
   }
+  // The host waits here (a barrier is for the host); the watchdog still ends a barrier some rank never reaches.
   void Barrier() override {
     at::Tensor one = at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device_));
     IAllReduce(one, ReduceOp::kSum)->Wait();
+    CS_CUDA_CHECK(cudaStreamSynchronize(CurrentCudaStream(c10::Device(c10::kCUDA, device_))));
   }
   std::unique_ptr<Communicator> Split(int color, int key, const std::string& name) override {
     ncclComm_t sub = nullptr;
@@ -146,15 +173,13 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  // Also orders the operation after the work LibTorch queued on the default stream (which produced `t`): the
-  // communicator's stream is non-blocking, so nothing else makes it wait.
+  // Also orders the operation after the work LibTorch queued on its current stream (which produced `t`): the
+  // communicator's own stream (where operations overlap that work) is non-blocking, so nothing else makes it wait.
   void Check(const at::Tensor& t, const char* op) {
     CS_CHECK(t.defined() && t.is_cuda() && t.is_contiguous(), name_, " ", op, ": NCCL needs a contiguous CUDA tensor");
-    cudaEvent_t ready;
-    CS_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    CS_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
-    CS_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
-    CS_CUDA_CHECK(cudaEventDestroy(ready));
+    const CudaEvent ready;
+    CS_CUDA_CHECK(cudaEventRecord(ready.event, CurrentCudaStream(t.device())));
+    CS_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready.event, 0));
   }
   static ncclRedOp_t Op(ReduceOp op) {
     return op == ReduceOp::kSum ? ncclSum : op == ReduceOp::kAvg ? ncclAvg : ncclMax;
@@ -162,10 +187,25 @@ class NcclCommunicator final : public Communicator {
   static ncclDataType_t Type(const at::Tensor& t) { return static_cast<ncclDataType_t>(NcclDataType(t.scalar_type())); }
   // `t` and `also` stay alive until the operation completes (the caller may drop its references first).
   std::unique_ptr<Work> Record(const at::Tensor& t, std::string op, const at::Tensor& also = {}) {
-    cudaEvent_t event;
-    CS_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    CS_CUDA_CHECK(cudaEventRecord(event, stream_));
-    return std::make_unique<NcclWork>(*this, event, std::vector<at::Tensor>{t, also}, std::move(op));
+    auto done = std::make_shared<CudaEvent>();
+    CS_CUDA_CHECK(cudaEventRecord(done->event, stream_));
+    watchdog_->Watch(std::move(op), [this, done] {
+      const cudaError_t state = cudaEventQuery(done->event);
+      if (state == cudaSuccess) return Watchdog::Status{Watchdog::State::kDone, {}};
+      if (state != cudaErrorNotReady) return Watchdog::Status{Watchdog::State::kFailed, cudaGetErrorString(state)};
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        return Watchdog::Status{Watchdog::State::kFailed, ncclGetErrorString(async)};
+      }
+      return Watchdog::Status{};
+    });
+    return std::make_unique<NcclWork>(std::move(done), device_, std::vector<at::Tensor>{t, also});
+  }
+  [[noreturn]] void Abort(const std::string& what) {
+    spdlog::critical("{} on NCCL communicator '{}' (rank {} of {}). Aborting the job.", what, name_, rank_, size_);
+    ncclCommAbort(comm_);
+    AbortJob(3);
   }
 
   ncclComm_t comm_;
@@ -174,32 +214,8 @@ class NcclCommunicator final : public Communicator {
   double timeout_;
   cudaStream_t stream_ = nullptr;
   int rank_ = 0, size_ = 1;
+  std::unique_ptr<Watchdog> watchdog_;
 };
-
-void WaitEvent(NcclCommunicator& comm, cudaEvent_t event, const std::string& op) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(comm.timeout());
-  for (;;) {
-    const cudaError_t state = cudaEventQuery(event);
-    if (state == cudaSuccess) return;
-    CS_CHECK(state == cudaErrorNotReady, op, ": ", cudaGetErrorString(state));
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(comm.comm(), &async);
-    if (async != ncclSuccess && async != ncclInProgress) {
-      spdlog::critical("{} on NCCL communicator '{}' (rank {} of {}) failed: {}. Aborting the job.", op, comm.name(),
-                       comm.rank(), comm.size(), ncclGetErrorString(async));
-      ncclCommAbort(comm.comm());
-      AbortJob(3);
-    }
-    if (Clock::now() > deadline) {
-      spdlog::critical("{} on NCCL communicator '{}' (rank {} of {}) did not complete within {} s. Aborting the job.",
-                       op, comm.name(), comm.rank(), comm.size(), comm.timeout());
-      ncclCommAbort(comm.comm());
-      AbortJob(3);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-}
 
 }  // namespace
 

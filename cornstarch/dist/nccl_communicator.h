@@ -1,7 +1,9 @@
-// NCCL communicator for CUDA tensors: one CUDA stream per communicator, the NCCL unique id broadcast over a CPU
-// bootstrap communicator (MPI). Completion is polled against the timeout together with NCCL's asynchronous error
-// state; a stuck or failed operation aborts the NCCL communicator and the job, naming the rank and operation.
-// Compiled and linked on every machine; it runs only where a GPU is present.
+// NCCL communicator for CUDA tensors: one CUDA stream per communicator (so its operations overlap the compute on
+// LibTorch's current stream, after which they are ordered), the NCCL unique id broadcast over a CPU bootstrap
+// communicator (MPI). Waiting is the device's: Work::Wait makes the current stream wait for the operation and
+// returns, and a watchdog thread (dist/watchdog.h) polls each operation against the timeout together with NCCL's
+// asynchronous error state; a stuck or failed operation aborts the NCCL communicator and the job, naming the rank
+// and operation. Compiled and linked on every machine; it runs only where a GPU is present.
 #pragma once
 
 #include <ATen/core/ScalarType.h>

@@ -29,6 +29,12 @@ class DistRuntime {
   Communicator& world() { return *world_; }
   // The group of ranks that differ from this one only along `axis` (ordered by that axis).
   Communicator& group(Axis axis) { return *groups_.at(axis); }
+  // Puts `wrap(group)` in the group's place: a communicator that observes or checks one axis's traffic and passes
+  // it on (the pipeline test's recorder). Call it before anything holds a reference to the group.
+  void WrapGroup(Axis axis,
+                 const std::function<std::unique_ptr<Communicator>(std::unique_ptr<Communicator>)>& wrap) {
+    groups_.at(axis) = wrap(std::move(groups_.at(axis)));
+  }
 
  private:
   LaunchEnv env_;

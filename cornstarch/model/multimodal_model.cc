@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "cornstarch/model/chain_ends.h"
+#include "cornstarch/plan/encoder_kind.h"
 #include "cornstarch/model/recompute.h"
 #include "cornstarch/model/transformer.h"
 #include "cornstarch/base/check.h"
@@ -111,6 +112,23 @@ torch::Tensor MultimodalModel::RunLayers(int chain, int begin, int end, torch::T
   }
   for (int i = begin; i < end; ++i) x = RunLayer(i, x, ctx);
   return x;
+}
+
+std::vector<int64_t> MultimodalModel::OutputSizes(int index, const Batch& batch) const {
+  const LayerSpec& layer = spec_.layers.at(index);
+  const ChainSpec& chain = spec_.chains[layer.chain];
+  const int64_t llm_hidden = config_.llm.hidden_size;
+  if (layer.chain == spec_.llm_chain()) {
+    CS_CHECK(index < chain.end - 1, "the LM head's output never crosses a stage boundary");
+    return {batch.input_ids.size(0), batch.input_ids.size(1), llm_hidden};
+  }
+  const int64_t n = batch.modalities[layer.chain].inputs.size(0);
+  if (n == 0) return {0, llm_hidden};  // RunLayers' "no features"
+  // embed, blocks: the tower's sequence; norm: the tokens it hands the projector; projector: at LLM width.
+  const EncoderConfig& enc = config_.encoders[layer.chain];
+  const int norm = chain.end - 2;
+  if (index < norm) return {n, EncoderSequence(enc), enc.hidden_size};
+  return {n, EncoderTokens(enc), index == norm ? enc.hidden_size : llm_hidden};
 }
 
 torch::Tensor MultimodalModel::TokenLossSum(const torch::Tensor& logits, const torch::Tensor& labels) {

@@ -43,6 +43,11 @@ class MultimodalModel {
   // its modality runs nothing and yields "no features" ([0, LLM width]), whichever of its layers these are.
   torch::Tensor RunLayers(int chain, int begin, int end, torch::Tensor x, const Batch& batch, ForwardContext& ctx);
 
+  // The sizes of what RunLayers returns when it ends at layer `index` (not the head) for `batch`: what one pipeline
+  // stage hands the next. Derived from the config and the batch, which both sides of a stage boundary hold, so no
+  // message has to carry them.
+  std::vector<int64_t> OutputSizes(int index, const Batch& batch) const;
+
   // Every encoder chain, then the LLM: logits [B, S, vocab]. REQUIRES: every layer built.
   torch::Tensor Logits(const Batch& batch);
 

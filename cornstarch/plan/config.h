@@ -287,8 +287,8 @@ struct TrainConfig {
     f("grad_clip_norm", grad_clip_norm, "Clip the global gradient norm to this value; 0 disables clipping.");
     f("num_threads", num_threads, "Intra-op CPU threads per rank; 0 shares the node's cores among its ranks.");
     f("device", device, "'cpu', or 'cuda': each rank trains on GPU local_rank (needs a CUDA build of LibTorch), "
-                        "dp gradients summed over NCCL, pipeline stages exchanging activations through host "
-                        "memory; context parallelism runs on 'cpu' only so far.");
+                        "dp gradients summed and pipeline activations exchanged GPU to GPU over NCCL; "
+                        "context parallelism runs on 'cpu' only so far.");
     f("precision", precision, "'fp32', 'bf16' (autocast over the forward: matrix products in bf16, norms, "
                               "softmax and the loss in fp32; fp32 master weights, gradients and optimizer state; "
                               "pipeline activations and their gradients sent in bf16) or 'auto': bf16 on 'cuda', "

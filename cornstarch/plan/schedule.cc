@@ -330,6 +330,87 @@ void ValidateSchedule(const StageGraph& g, const Schedule& schedule, int m) {
   }
 }
 
+std::vector<CommGroup> CommGroups(const std::vector<Action>& actions) {
+  std::vector<CommGroup> groups;
+  const int n = static_cast<int>(actions.size());
+  for (int i = 0; i < n;) {
+    if (IsCompute(actions[i].type)) {
+      ++i;
+      continue;
+    }
+    CommGroup g{i, i};
+    while (g.end < n && !IsCompute(actions[g.end].type)) ++g.end;
+    groups.push_back(g);
+    i = g.end;
+  }
+  return groups;
+}
+
+void ValidateGroupedSchedule(const Schedule& schedule) {
+  const int n = static_cast<int>(schedule.size());
+  std::vector<std::vector<CommGroup>> groups(n);
+  for (int s = 0; s < n; ++s) groups[s] = CommGroups(schedule[s]);
+  // Per directed pair (from, to): the messages of the sends and of the receives posted so far, in posting order.
+  std::map<std::pair<int, int>, std::vector<Message>> sends, recvs;
+  auto channel = [](const Action& a) {
+    return IsSend(a.type) ? std::make_pair(a.stage, a.peer) : std::make_pair(a.peer, a.stage);
+  };
+  // Where each posted operation sits in its channel's order.
+  std::vector<std::vector<size_t>> slot(n);
+  for (int s = 0; s < n; ++s) slot[s].assign(schedule[s].size(), 0);
+  std::vector<size_t> next_group(n, 0);  // the group a stage posts next (or has posted and waits on)
+  std::vector<bool> posted(n, false);
+  std::vector<int> pc(n, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < n; ++s) {
+      while (pc[s] < static_cast<int>(schedule[s].size())) {
+        if (IsCompute(schedule[s][pc[s]].type)) {
+          ++pc[s];
+          progress = true;
+          continue;
+        }
+        const CommGroup& g = groups[s][next_group[s]];
+        if (!posted[s]) {
+          for (int i = g.begin; i < g.end; ++i) {
+            const Action& a = schedule[s][i];
+            std::vector<Message>& mine = (IsSend(a.type) ? sends : recvs)[channel(a)];
+            const std::vector<Message>& theirs = (IsSend(a.type) ? recvs : sends)[channel(a)];
+            slot[s][i] = mine.size();
+            mine.push_back(MessageOf(a));
+            if (slot[s][i] < theirs.size() && theirs[slot[s][i]] != mine.back()) {
+              throw Error(Grid(schedule, s, i,
+                               "invalid schedule for NCCL: " + a.ToString() + " is matched with another message (operation " +
+                                   std::to_string(slot[s][i] + 1) + " from stage " + std::to_string(channel(a).first) +
+                                   " to stage " + std::to_string(channel(a).second) +
+                                   "): sends and receives between two stages must come in the same order"));
+            }
+          }
+          posted[s] = true;
+          progress = true;
+        }
+        bool done = true;
+        for (int i = g.begin; i < g.end && done; ++i) {
+          const Action& a = schedule[s][i];
+          done = slot[s][i] < (IsSend(a.type) ? recvs : sends)[channel(a)].size();
+        }
+        if (!done) break;
+        pc[s] = g.end;
+        posted[s] = false;
+        ++next_group[s];
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < n; ++s) {
+    if (pc[s] < static_cast<int>(schedule[s].size())) {
+      throw Error(Grid(schedule, s, pc[s],
+                       "invalid schedule for NCCL: deadlock: stage " + std::to_string(s) +
+                           " waits forever in the group starting at " + schedule[s][pc[s]].ToString()));
+    }
+  }
+}
+
 Timeline Simulate(const StageGraph& g, const Schedule& schedule, const std::vector<double>& forward,
                   const std::vector<double>& backward, double transfer) {
   const int n = g.num_stages();

@@ -76,6 +76,24 @@ void ValidateSchedule(const StageGraph& graph, const Schedule& schedule, int mic
 // graph's, or fails ParseSchedule or ValidateSchedule.
 Schedule LoadScheduleFile(const std::string& path, const StageGraph& graph, int microbatches);
 
+// The communication of a lowered schedule as NCCL runs it: each maximal run of consecutive sends and receives on a
+// stage is one group, posted together (ncclGroupStart/End), so a stage that sends and receives in the same step
+// (the 1F1B steady state: an activation downstream, a gradient from downstream) waits on neither alone. Returns the
+// groups of `actions` as [begin, end) index ranges, in order.
+struct CommGroup {
+  int begin = 0, end = 0;
+  bool operator==(const CommGroup& o) const { return begin == o.begin && end == o.end; }
+};
+std::vector<CommGroup> CommGroups(const std::vector<Action>& actions);
+
+// The dry run of those groups under NCCL's rendezvous semantics, stricter than ValidateSchedule's buffered sends:
+// a stage posts a group once the compute before it and its previous group are done (one stream), and the group
+// completes once every counterpart of its operations is posted. Operations between two stages carry no tag: the
+// n-th send from stage a to b lands in the n-th receive b posts from a. Throws Error with the grid when those two
+// are different messages (the data would land in another microbatch's buffer) or when the dry run deadlocks.
+// REQUIRES: a schedule that ValidateSchedule accepts.
+void ValidateGroupedSchedule(const Schedule& schedule);
+
 struct Timeline {
   struct Span {
     Action action;

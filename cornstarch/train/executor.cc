@@ -13,21 +13,12 @@ namespace cornstarch {
 
 namespace {
 
-// `t` as it travels between stages: bf16 under bf16 precision (floating-point tensors), else unchanged.
-torch::Tensor Wire(const torch::Tensor& t, bool bf16) {
-  return bf16 && t.is_floating_point() ? t.to(torch::kBFloat16) : t;
-}
-
-// Per microbatch: the activation's shape header, the activation, the gradient. Every pair of stages exchanges
-// messages in schedule order, and the tags keep the three kinds apart.
-constexpr int kTagsPerMicrobatch = 3;
-int ShapeTag(int mb) { return kTagsPerMicrobatch * mb; }
-int ActivationTag(int mb) { return kTagsPerMicrobatch * mb + 1; }
-int GradientTag(int mb) { return kTagsPerMicrobatch * mb + 2; }
+// Per microbatch: the activation, the gradient. MPI keeps the two kinds apart by tag; NCCL, which has no tags,
+// by order (the schedule's groups match between peers: ValidateGroupedSchedule).
+constexpr int kTagsPerMicrobatch = 2;
+int ActivationTag(int mb) { return kTagsPerMicrobatch * mb; }
+int GradientTag(int mb) { return kTagsPerMicrobatch * mb + 1; }
 constexpr int kMaxTag = 32767;  // the smallest MPI_TAG_UB the MPI standard allows
-
-// [ndim, dtype, sizes...]: activations up to 6-D.
-constexpr int kHeaderLength = 8;
 
 }  // namespace
 
@@ -58,6 +49,9 @@ PipelineExecutor::PipelineExecutor(MultimodalModel& model, const PipelinePlan& p
   for (int p : plan.graph.prev[stage]) producer_layer_[p] = plan.stages[p].layers.back();
   forward_graph_ = plan.graph;
   forward_graph_.has_backward.assign(forward_graph_.has_backward.size(), false);
+  // NCCL buffers no send and matches by order: a schedule (a hand-written one, say) that only buffered, tagged
+  // messages could run is refused before the first step rather than hanging in it.
+  if (stages > 1 && pp.takes_device_tensors()) ValidateGroupedSchedule(plan.schedule);
 }
 
 PipelineExecutor::~PipelineExecutor() = default;
@@ -80,6 +74,7 @@ double PipelineExecutor::Evaluate(const std::vector<Batch>& micro) {
     // Stages without backward run their forwards in order; lowering adds the activation messages only.
     Schedule s = AddSendRecv(forward_graph_, Generate1F1B(forward_graph_, m));
     ValidateSchedule(forward_graph_, s, m);
+    if (pp_.takes_device_tensors()) ValidateGroupedSchedule(s);
     it = forward_schedules_.emplace(m, std::move(s)).first;
   }
   torch::NoGradGuard no_grad;
@@ -94,25 +89,34 @@ double PipelineExecutor::Run(const std::vector<Action>& actions, const std::vect
   if (timed) timings_.clear();
   loss_sum_ = 0;
   if (!micro.empty()) device_ = micro.front().input_ids.device();
-  size_t last_backward = actions.size();
-  for (size_t i = 0; i < actions.size(); ++i) {
+  int last_backward = -1;
+  for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+    CS_CHECK(actions[i].microbatch < static_cast<int>(micro.size()), "schedule needs microbatch ",
+             actions[i].microbatch, " of ", micro.size());
     if (actions[i].type == ActionType::kBackward) last_backward = i;
   }
-  for (size_t i = 0; i < actions.size(); ++i) {
+  // Each run of sends and receives between two computes is posted as one group.
+  const std::vector<CommGroup> groups = CommGroups(actions);
+  size_t next_group = 0;
+  for (int i = 0; i < static_cast<int>(actions.size());) {
     const Action& a = actions[i];
-    if (i == last_backward && before_last_backward) before_last_backward();
-    CS_CHECK(a.microbatch < static_cast<int>(micro.size()), "schedule needs microbatch ", a.microbatch, " of ",
-             micro.size());
     const double start = since();
-    switch (a.type) {
-      case ActionType::kForward: Forward(a.microbatch, micro[a.microbatch], loss_scale); break;
-      case ActionType::kBackward: Backward(a.microbatch); break;
-      case ActionType::kRecvF: RecvActivation(a.microbatch, a.peer); break;
-      case ActionType::kSendF: SendActivation(a.microbatch, a.peer); break;
-      case ActionType::kRecvB: RecvGradient(a.microbatch, a.peer); break;
-      case ActionType::kSendB: SendGradient(a.microbatch, a.peer); break;
+    int end = i + 1;
+    if (next_group < groups.size() && groups[next_group].begin == i) {
+      end = groups[next_group++].end;
+      Exchange(std::vector<Action>(actions.begin() + i, actions.begin() + end), micro);
+    } else {
+      if (i == last_backward && before_last_backward) before_last_backward();
+      if (a.type == ActionType::kForward) {
+        Forward(a.microbatch, micro[a.microbatch], loss_scale);
+      } else {
+        Backward(a.microbatch);
+      }
     }
-    if (timed) timings_.push_back({a, start, since()});
+    if (timed) {
+      for (; i < end; ++i) timings_.push_back({actions[i], start, since()});
+    }
+    i = end;
   }
   // Every send has been received once our peers are done with the step; waiting here keeps buffers alive until
   // then without ever blocking a stage on a peer that is still computing.
@@ -180,47 +184,61 @@ void PipelineExecutor::Backward(int mb) {
   f.output = f.output_grad = f.loss = torch::Tensor();
 }
 
-void PipelineExecutor::RecvActivation(int mb, int peer) {
-  torch::Tensor header = torch::zeros({kHeaderLength}, torch::kLong);
-  pp_.Recv(header, peer, ShapeTag(mb));
-  const int64_t* h = header.data_ptr<int64_t>();
-  CS_CHECK(h[0] >= 0 && h[0] <= kHeaderLength - 2, "stage ", stage_, " got an activation header of rank ", h[0]);
-  const std::vector<int64_t> sizes(h + 2, h + 2 + h[0]);
-  torch::Tensor t = torch::empty(sizes, torch::TensorOptions().dtype(static_cast<torch::ScalarType>(h[1])));
-  pp_.Recv(t, peer, ActivationTag(mb));
-  // Stages compute on fp32 activations (the residual stream); bf16 is only the wire format.
-  t = t.to(device_, t.is_floating_point() ? torch::kFloat : t.scalar_type());
-  if (torch::GradMode::is_enabled() && plan_.graph.has_backward[peer] && t.is_floating_point()) t.requires_grad_(true);
-  Slot(mb).inputs[peer] = t;
-}
-
-void PipelineExecutor::SendActivation(int mb, int peer) {
-  const torch::Tensor out = Wire(Slot(mb).output.detach(), bf16_).to(torch::kCPU).contiguous();
-  CS_CHECK(out.dim() <= kHeaderLength - 2, "activation of rank ", out.dim());
-  torch::Tensor header = torch::zeros({kHeaderLength}, torch::kLong);
-  int64_t* h = header.data_ptr<int64_t>();
-  h[0] = out.dim();
-  h[1] = static_cast<int64_t>(out.scalar_type());
-  for (int64_t d = 0; d < out.dim(); ++d) h[2 + d] = out.size(d);
-  sends_.push_back(pp_.ISend(header, peer, ShapeTag(mb)));
-  sends_.push_back(pp_.ISend(out, peer, ActivationTag(mb)));
-}
-
-void PipelineExecutor::RecvGradient(int mb, int peer) {
-  InFlight& f = Slot(mb);
-  CS_CHECK(f.output.defined(), "stage ", stage_, " receives a gradient for microbatch ", mb, " before its forward");
-  torch::Tensor grad =
-      Wire(torch::empty(f.output.sizes(), f.output.options().device(torch::kCPU).requires_grad(false)), bf16_);
-  pp_.Recv(grad, peer, GradientTag(mb));
-  f.output_grad = grad.to(f.output.device(), f.output.scalar_type());
-}
-
-void PipelineExecutor::SendGradient(int mb, int peer) {
-  InFlight& f = Slot(mb);
-  const auto it = f.inputs.find(peer);
-  CS_CHECK(it != f.inputs.end(), "stage ", stage_, " has no gradient for stage ", peer, " in microbatch ", mb);
-  sends_.push_back(pp_.ISend(Wire(it->second, bf16_).to(torch::kCPU).contiguous(), peer, GradientTag(mb)));
-  f.inputs.erase(it);
+void PipelineExecutor::Exchange(const std::vector<Action>& group, const std::vector<Batch>& micro) {
+  // NCCL moves the tensors where they are; MPI moves host copies.
+  const torch::TensorOptions wire = torch::TensorOptions()
+                                        .dtype(bf16_ ? torch::kBFloat16 : torch::kFloat)
+                                        .device(pp_.takes_device_tensors() ? device_ : torch::Device(torch::kCPU));
+  auto to_wire = [&](const torch::Tensor& t) { return t.detach().to(wire).contiguous(); };
+  std::vector<P2POp> ops;
+  for (const Action& a : group) {
+    InFlight& f = Slot(a.microbatch);
+    const Batch& batch = micro[a.microbatch];
+    switch (a.type) {
+      case ActionType::kSendF: {
+        const std::vector<int64_t> expected = model_.OutputSizes(plan_.stages[stage_].layers.back(), batch);
+        CS_CHECK(f.output.sizes().vec() == expected, "stage ", stage_, " sends an activation of ", f.output.sizes(),
+                 " in microbatch ", a.microbatch, "; its receiver expects ", c10::IntArrayRef(expected));
+        ops.push_back({P2POp::kSend, to_wire(f.output), a.peer, ActivationTag(a.microbatch)});
+        break;
+      }
+      case ActionType::kRecvF:
+        ops.push_back({P2POp::kRecv, torch::empty(model_.OutputSizes(producer_layer_.at(a.peer), batch), wire), a.peer,
+                       ActivationTag(a.microbatch)});
+        break;
+      case ActionType::kSendB: {
+        const auto it = f.inputs.find(a.peer);
+        CS_CHECK(it != f.inputs.end(), "stage ", stage_, " has no gradient for stage ", a.peer, " in microbatch ",
+                 a.microbatch);
+        ops.push_back({P2POp::kSend, to_wire(it->second), a.peer, GradientTag(a.microbatch)});
+        f.inputs.erase(it);
+        break;
+      }
+      case ActionType::kRecvB:
+        CS_CHECK(f.output.defined(), "stage ", stage_, " receives a gradient for microbatch ", a.microbatch,
+                 " before its forward");
+        ops.push_back({P2POp::kRecv, torch::empty(f.output.sizes(), wire), a.peer, GradientTag(a.microbatch)});
+        break;
+      default: CS_CHECK(false, a.ToString(), " is not a send or receive");
+    }
+  }
+  std::vector<std::unique_ptr<Work>> works = pp_.StartP2P(ops);
+  for (size_t k = 0; k < ops.size(); ++k) {
+    if (ops[k].kind == P2POp::kSend) {
+      sends_.push_back(std::move(works[k]));  // completed at the end of the step
+      continue;
+    }
+    works[k]->Wait();
+    const Action& a = group[k];
+    // Stages compute on fp32 activations (the residual stream); bf16 is only the wire format.
+    torch::Tensor t = ops[k].tensor.to(device_, torch::kFloat);
+    if (a.type == ActionType::kRecvF) {
+      if (torch::GradMode::is_enabled() && plan_.graph.has_backward[a.peer]) t.requires_grad_(true);
+      Slot(a.microbatch).inputs[a.peer] = t;
+    } else {
+      Slot(a.microbatch).output_grad = t;
+    }
+  }
 }
 
 }  // namespace cornstarch

@@ -4,9 +4,11 @@
 //
 // What crosses a stage boundary is the output of the sending stage's last layer: an encoder's hidden state, its
 // projected features (which the first LLM stage writes over the placeholders), or the LLM's hidden state. Every
-// activation is preceded by its shape and dtype, so microbatches may differ in length; a gradient has the shape
-// of the activation it belongs to. Every stage holds the step's microbatches itself (the data is a function of
-// the seed), so masks and RoPE tables never travel.
+// stage holds the step's microbatches itself (the data is a function of the seed), so masks and RoPE tables never
+// travel, and both sides know each activation's shape from the config and the microbatch
+// (MultimodalModel::OutputSizes): no message announces it, and microbatches may still differ in length. Each run of
+// sends and receives between two computes is posted as one group (Communicator::StartP2P): on NCCL the stage's
+// sends and receives of one step then wait on each other's peers together, and activations stay on the GPU.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -68,10 +70,8 @@ class PipelineExecutor {
              const std::function<void()>& before_last_backward = {});
   void Forward(int mb, const Batch& batch, double loss_scale);
   void Backward(int mb);
-  void RecvActivation(int mb, int peer);
-  void SendActivation(int mb, int peer);
-  void RecvGradient(int mb, int peer);
-  void SendGradient(int mb, int peer);
+  // Posts `group` (consecutive sends and receives of the schedule) together and waits for its receives.
+  void Exchange(const std::vector<Action>& group, const std::vector<Batch>& micro);
 
   MultimodalModel& model_;
   const PipelinePlan plan_;
@@ -88,8 +88,8 @@ class PipelineExecutor {
   StageGraph forward_graph_;  // the plan's graph without any backward: evaluation's
   std::map<int, Schedule> forward_schedules_;  // evaluation's, by microbatch count
   double loss_sum_ = 0;
-  // Where the stage computes (the microbatches' device). Stages exchange activations and gradients through host
-  // memory, so the MPI pipeline group serves CPU and GPU training alike.
+  // Where the stage computes (the microbatches' device). Activations and gradients travel from there as they are
+  // when the pipeline group takes device tensors (NCCL), else through host memory (MPI).
   c10::Device device_ = c10::kCPU;
 };
 

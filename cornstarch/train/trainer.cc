@@ -77,9 +77,13 @@ void Trainer::Init() {
   if (device_.is_cuda() && dp.size() > 1) {
     dp_nccl_ = MakeNcclCommunicator(dp, device_.index(), config.parallel.timeout_seconds, "dp");
   }
+  Communicator& pp = runtime_.group(Axis::kPP);
+  if (device_.is_cuda() && pp.size() > 1) {
+    pp_nccl_ = MakeNcclCommunicator(pp, device_.index(), config.parallel.timeout_seconds, "pp");
+  }
   const Precision precision = EffectivePrecision(config.train);
   if (device_.is_cuda() && precision == Precision::kFp32) AllowTf32();
-  executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, runtime_.group(Axis::kPP),
+  executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, pp_nccl_ ? *pp_nccl_ : pp,
                                                  runtime_.group(Axis::kCP), tp.size() > 1 ? &tp : nullptr, precision);
   const DataRank data_rank{dp.rank(), dp.size()};
   data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kTrain, data_rank);

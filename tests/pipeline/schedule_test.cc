@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
@@ -17,6 +18,10 @@ Schedule OneF1B(const StageGraph& g, int m) { return AddSendRecv(g, Generate1F1B
 
 std::string ErrorOf(const StageGraph& g, const Schedule& s, int m) {
   return cornstarch::testing::ErrorOf([&] { ValidateSchedule(g, s, m); });
+}
+
+std::string ErrorOfGrouped(const Schedule& s) {
+  return cornstarch::testing::ErrorOf([&] { ValidateGroupedSchedule(s); });
 }
 
 int Count(const std::vector<Action>& actions, ActionType t) {
@@ -173,8 +178,13 @@ TEST_CASE("AddSendRecv(Generate1F1B) reproduces every golden schedule of the gen
     const int llm = std::stoi(value(llm_field, "llm"));
     const int m = std::stoi(value(m_field, "m"));
     const StageGraph g = MakeStageGraph(enc, llm, backward);
-    CHECK(testing::GoldenKey(enc, llm, backward, m) + " fnv1a64=" + testing::Fnv1a64(FormatSchedule(OneF1B(g, m))) ==
+    const Schedule lowered = OneF1B(g, m);
+    CHECK(testing::GoldenKey(enc, llm, backward, m) + " fnv1a64=" + testing::Fnv1a64(FormatSchedule(lowered)) ==
           line);
+    // On NCCL the same schedule runs by groups with unbuffered sends, and so does evaluation's forward-only one.
+    CHECK(ErrorOfGrouped(lowered) == "no error");
+    const StageGraph forward_only = MakeStageGraph(enc, llm, std::vector<bool>(backward.size(), false));
+    CHECK(ErrorOfGrouped(OneF1B(forward_only, m)) == "no error");
     ++cases;
   }
   CHECK(cases == 3555);
@@ -286,4 +296,50 @@ TEST_CASE("a hand-written GPipe schedule loads, validates and simulates", "[sche
   const std::string path = testing::TempPath("gpipe-lowered.txt");
   std::ofstream(path) << "# lowered by hand\n" << FormatSchedule(gpipe);
   CHECK(LoadScheduleFile(path, g, 4) == gpipe);
+}
+
+TEST_CASE("NCCL groups: each run of sends and receives between computes is one group", "[schedule]") {
+  const StageGraph g = MakeStageGraph({}, 2, {true, true});
+  const Schedule s = OneF1B(g, 4);
+  auto texts = [&](int stage) {
+    std::vector<std::string> out;
+    for (const CommGroup& group : CommGroups(s[stage])) {
+      std::string text;
+      for (int i = group.begin; i < group.end; ++i) text += (text.empty() ? "" : " ") + s[stage][i].ToString();
+      out.push_back(text);
+    }
+    return out;
+  };
+  // The steady state pairs stage 0's activation send with its gradient receive, and stage 1's gradient send with
+  // its next activation receive: the two groups match each other.
+  CHECK(texts(0) == std::vector<std::string>{"0SEND_F0>1", "0SEND_F1>1 0RECV_B0>1", "0SEND_F2>1 0RECV_B1>1",
+                                             "0SEND_F3>1 0RECV_B2>1", "0RECV_B3>1"});
+  CHECK(texts(1) == std::vector<std::string>{"1RECV_F0>0", "1SEND_B0>0 1RECV_F1>0", "1SEND_B1>0 1RECV_F2>0",
+                                             "1SEND_B2>0 1RECV_F3>0", "1SEND_B3>0"});
+  CHECK(CommGroups({}).empty());
+  CHECK(CommGroups(Generate1F1B(g, 2)[0]).empty());
+}
+
+TEST_CASE("NCCL dry run: sends between two stages must be received in the order they were sent", "[schedule]") {
+  const StageGraph g = MakeStageGraph({}, 2, {true, true});
+  Schedule s = AddSendRecv(g, ParseSchedule("stage 0: 0F0 0F1 0B0 0B1\nstage 1: 1F0 1F1 1B0 1B1\n", "test"));
+  REQUIRE(ErrorOfGrouped(s) == "no error");
+  // Stage 1 receives both activations up front, microbatch 1 first: buffered sends with tags (MPI) allow it, but
+  // NCCL would put microbatch 0's activation into microbatch 1's buffer.
+  s[1] = {ParseAction("1RECV_F1>0"), ParseAction("1RECV_F0>0"), ParseAction("1F0"), ParseAction("1F1"),
+          ParseAction("1B0"), ParseAction("1SEND_B0>0"), ParseAction("1B1"), ParseAction("1SEND_B1>0")};
+  CHECK(ErrorOf(g, s, 2) == "no error");
+  const std::string err = ErrorOfGrouped(s);
+  CHECK(err.find("invalid schedule for NCCL: 1RECV_F1>0 is matched with another message (operation 1 from "
+                 "stage 0 to stage 1)") != std::string::npos);
+  CHECK(err.find("1RECV_F1>0 <-- ERROR") != std::string::npos);
+
+  // The deadlock the buffered dry run finds is one here too.
+  Schedule deadlock = OneF1B(g, 2);
+  auto& st0 = deadlock[0];
+  const auto recv = std::find_if(st0.begin(), st0.end(), [](const Action& a) { return a.type == ActionType::kRecvB; });
+  std::rotate(st0.begin(), recv, recv + 1);  // 0RECV_B0>1 first
+  REQUIRE(st0.front().ToString() == "0RECV_B0>1");
+  CHECK(ErrorOfGrouped(deadlock).find("deadlock: stage 0 waits forever in the group starting at 0RECV_B0>1") !=
+        std::string::npos);
 }
