@@ -101,6 +101,7 @@ void TokenEmbed::ShardTp(const TpShard& shard) {
   const int64_t vocab = embed_->weight.size(0);
   vocab_begin_ = shard.Begin(vocab);
   embed_->weight.set_data(TpSlice(embed_->weight, TpSplit::kDim0, shard).clone());
+  sequence_parallel_ = shard.sequence_parallel;
 }
 
 torch::Tensor TokenEmbed::Forward(const torch::Tensor&, ForwardContext& ctx) {
@@ -111,22 +112,34 @@ torch::Tensor TokenEmbed::Forward(const torch::Tensor&, ForwardContext& ctx) {
   if (ctx.tp_group != nullptr && ctx.tp_group->size() > 1) {
     const torch::Tensor local = batch.input_ids - vocab_begin_;
     const torch::Tensor mine = local.ge(0).logical_and(local.lt(embed_->weight.size(0)));
-    h = TpReduce(embed_(local.clamp(0, embed_->weight.size(0) - 1)) * mine.unsqueeze(-1), ctx.tp_group);
+    const torch::Tensor partial = embed_(local.clamp(0, embed_->weight.size(0) - 1)) * mine.unsqueeze(-1);
+    h = sequence_parallel_ ? SpReduceScatter(partial, ctx.tp_group) : TpReduce(partial, ctx.tp_group);
   } else {
     h = embed_(batch.input_ids);
   }
-  const int64_t b = h.size(0), s = h.size(1), d = h.size(2);
-  torch::Tensor flat = h.reshape({b * s, d});
+  // Under sequence parallelism `h` holds rows [first, first + l) of each sequence of s: a placeholder at row t of
+  // sequence i (flat position i * s + t) is at i * l + t - first here, if it is here at all.
+  const int64_t b = h.size(0), s = batch.input_ids.size(1), l = h.size(1), d = h.size(2);
+  const int64_t first = sequence_parallel_ ? ctx.tp_group->rank() * l : 0;
+  torch::Tensor flat = h.reshape({b * l, d});
   for (size_t k = 0; k < ctx.features.size(); ++k) {
-    const torch::Tensor& positions = batch.modalities[k].positions;
+    torch::Tensor positions = batch.modalities[k].positions;
     if (positions.numel() == 0) continue;
     torch::Tensor features = ctx.features[k].reshape({-1, d}).to(flat.scalar_type());
     if (batch.modalities[k].rows.defined()) features = features.index_select(0, batch.modalities[k].rows);
     CS_CHECK(features.size(0) == positions.numel(), "encoder ", k, " produced ", features.size(0),
              " tokens for ", positions.numel(), " placeholders");
+    if (sequence_parallel_) {
+      // Every tp rank ran the encoders alike; each writes only its placeholders, so the features' gradient is
+      // the sum of the ranks' (TpCopy).
+      const torch::Tensor t = positions.remainder(s) - first;
+      const torch::Tensor here = t.ge(0).logical_and(t.lt(l)).nonzero().squeeze(1);
+      features = TpCopy(features, ctx.tp_group).index_select(0, here);
+      positions = (positions.div(s, "floor") * l + t).index_select(0, here);
+    }
     flat = flat.index_copy(0, positions, features);
   }
-  return flat.view({b, s, d});
+  return flat.view({b, l, d});
 }
 
 LmHead::LmHead(const LlmConfig& cfg) {
@@ -139,6 +152,7 @@ void LmHead::ShardTp(const TpShard& shard) {
   vocab_begin_ = shard.Begin(out_->weight.size(0));
   out_->weight.set_data(TpSlice(out_->weight, TpSplit::kDim0, shard).clone());
   sharded_ = true;
+  sequence_parallel_ = shard.sequence_parallel;
 }
 
 torch::Tensor LmHead::Forward(const torch::Tensor& x, ForwardContext&) {
@@ -150,8 +164,12 @@ torch::Tensor LmHead::LossSum(const torch::Tensor& x, const torch::Tensor& label
   CS_CHECK(!sharded_ || (tp != nullptr && tp->size() > 1), "a vocabulary slice without its tp group");
   const torch::Tensor flat = labels.reshape({-1});
   const torch::Tensor rows = flat.ne(-100).nonzero().squeeze(1);
-  // RMSNorm is per row: normalising only the labelled rows is exact.
-  const torch::Tensor h = TpCopy(norm_(x.reshape({-1, x.size(-1)}).index_select(0, rows)), tp);
+  // RMSNorm is per row: normalising only the labelled rows is exact. Under sequence parallelism each rank
+  // normalises its piece and the labelled rows are picked from the gathered sequence.
+  const torch::Tensor h =
+      sequence_parallel_
+          ? SpGather(norm_->ForwardPiece(x, tp), labels.size(1), tp).reshape({-1, x.size(-1)}).index_select(0, rows)
+          : TpCopy(norm_(x.reshape({-1, x.size(-1)}).index_select(0, rows)), tp);
   return LinearCrossEntropySum(h, out_->weight, flat.index_select(0, rows), 512, tp, vocab_begin_);
 }
 

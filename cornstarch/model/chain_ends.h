@@ -60,7 +60,8 @@ class Projector : public Layer {
 // Token embedding with the encoders' features written over their placeholder positions. Ignores `x`; reads
 // ctx.batch->input_ids and ctx.features (one per encoder, matching batch->modalities). Vocabulary-parallel under
 // tensor parallelism: a rank holds a range of the rows, looks up the ids inside it (zeros elsewhere), and the
-// ranks' lookups are summed.
+// ranks' lookups are summed (under sequence parallelism each rank keeps its piece of the sum, the encoders'
+// features written into the placeholders that fall in it).
 class TokenEmbed : public Layer {
  public:
   explicit TokenEmbed(const LlmConfig& cfg);
@@ -71,6 +72,7 @@ class TokenEmbed : public Layer {
  private:
   torch::nn::Embedding embed_{nullptr};
   int64_t vocab_begin_ = 0;  // the first row this rank holds
+  bool sequence_parallel_ = false;  // hands on only this rank's piece of the sequence
 };
 
 // Final RMSNorm and the vocabulary projection: [B, S, hidden] -> logits [B, S, vocab]. Under tensor parallelism
@@ -93,6 +95,7 @@ class LmHead : public Layer {
   torch::nn::Linear out_{nullptr};
   int64_t vocab_begin_ = 0;
   bool sharded_ = false;
+  bool sequence_parallel_ = false;  // x is this rank's piece of the sequence
 };
 
 }  // namespace cornstarch

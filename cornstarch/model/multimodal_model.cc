@@ -120,7 +120,8 @@ std::vector<int64_t> MultimodalModel::OutputSizes(int index, const Batch& batch)
   const int64_t llm_hidden = config_.llm.hidden_size;
   if (layer.chain == spec_.llm_chain()) {
     CS_CHECK(index < chain.end - 1, "the LM head's output never crosses a stage boundary");
-    return {batch.input_ids.size(0), batch.input_ids.size(1), llm_hidden};
+    const int64_t s = batch.input_ids.size(1);
+    return {batch.input_ids.size(0), tp_.sequence_parallel ? SpLength(s, tp_.size) : s, llm_hidden};
   }
   const int64_t n = batch.modalities[layer.chain].inputs.size(0);
   if (n == 0) return {0, llm_hidden};  // RunLayers' "no features"

@@ -47,6 +47,64 @@ class ReduceFunction : public torch::autograd::Function<ReduceFunction> {
   static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], torch::Tensor()}; }
 };
 
+// The collectives concatenate and split along dim 0: the sequence (dim 1) travels in front.
+torch::Tensor SeqFirst(const torch::Tensor& x) { return x.transpose(0, 1).contiguous(); }
+
+// [B, L, ...] on every rank -> [B, s, ...]: the pieces in rank order, the padding cut off.
+torch::Tensor GatherSeq(const torch::Tensor& piece, int64_t s, Communicator& tp) {
+  const auto start = std::chrono::steady_clock::now();
+  const torch::Tensor rows = SeqFirst(piece);
+  std::vector<int64_t> shape = rows.sizes().vec();
+  shape[0] *= tp.size();
+  torch::Tensor whole = torch::empty(shape, rows.options());
+  tp.AllGather(rows, whole);
+  comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return whole.narrow(0, 0, s).transpose(0, 1).contiguous();
+}
+
+// [B, s, ...] partial sums -> this rank's [B, L, ...] piece of their sum, the sequence padded with zero rows.
+torch::Tensor ReduceScatterSeq(const torch::Tensor& x, Communicator& tp) {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t s = x.size(1), piece = SpLength(s, tp.size());
+  torch::Tensor rows = SeqFirst(x);
+  if (piece * tp.size() > s) {
+    std::vector<int64_t> pad = rows.sizes().vec();
+    pad[0] = piece * tp.size() - s;
+    rows = torch::cat({rows, torch::zeros(pad, rows.options())});
+  }
+  std::vector<int64_t> shape = rows.sizes().vec();
+  shape[0] = piece;
+  torch::Tensor mine = torch::empty(shape, rows.options());
+  tp.ReduceScatter(rows, mine, ReduceOp::kSum);
+  comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return mine.transpose(0, 1).contiguous();
+}
+
+class SpGatherFunction : public torch::autograd::Function<SpGatherFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& piece, int64_t s, int64_t tp) {
+    ctx->saved_data["tp"] = tp;
+    return GatherSeq(piece, s, *reinterpret_cast<Communicator*>(tp));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) return {torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {ReduceScatterSeq(grads[0], *CommOf(ctx)), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+class SpReduceScatterFunction : public torch::autograd::Function<SpReduceScatterFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t tp) {
+    ctx->saved_data["tp"] = tp;
+    ctx->saved_data["s"] = x.size(1);
+    return ReduceScatterSeq(x, *reinterpret_cast<Communicator*>(tp));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!grads[0].defined()) return {torch::Tensor(), torch::Tensor()};
+    return {GatherSeq(grads[0], ctx->saved_data["s"].toInt(), *CommOf(ctx)), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 torch::Tensor TpCopy(const torch::Tensor& x, Communicator* tp) {
@@ -57,6 +115,26 @@ torch::Tensor TpCopy(const torch::Tensor& x, Communicator* tp) {
 torch::Tensor TpReduce(const torch::Tensor& x, Communicator* tp) {
   if (tp == nullptr || tp->size() == 1) return x;
   return ReduceFunction::apply(x, reinterpret_cast<int64_t>(tp));
+}
+
+int64_t SpLength(int64_t s, int tp) { return (s + tp - 1) / tp; }
+
+torch::Tensor SpGather(const torch::Tensor& piece, int64_t s, Communicator* tp) {
+  if (tp == nullptr || tp->size() == 1) return piece;
+  return SpGatherFunction::apply(piece, s, reinterpret_cast<int64_t>(tp));
+}
+
+torch::Tensor SpReduceScatter(const torch::Tensor& x, Communicator* tp) {
+  if (tp == nullptr || tp->size() == 1) return x;
+  return SpReduceScatterFunction::apply(x, reinterpret_cast<int64_t>(tp));
+}
+
+torch::Tensor TpRegionIn(const torch::Tensor& x, int64_t s, Communicator* tp, const TpShard& shard) {
+  return shard.sequence_parallel ? SpGather(x, s, tp) : TpCopy(x, tp);
+}
+
+torch::Tensor TpRegionOut(const torch::Tensor& x, Communicator* tp, const TpShard& shard) {
+  return shard.sequence_parallel ? SpReduceScatter(x, tp) : TpReduce(x, tp);
 }
 
 double TpCommSeconds() { return comm_seconds; }

@@ -9,6 +9,14 @@
 // all-reduces forward and two backward, and everything else (norms, residuals, RoPE tables, the encoders and
 // projectors, which stay replicated) runs unchanged and identically on every tp rank.
 //
+// Sequence parallelism (parallel.sequence_parallel, Megatron-LM's): outside the tp regions (norms, residual adds,
+// the messages between pipeline stages) each tp rank holds only its piece of the sequence, rows
+// [rank * L, (rank + 1) * L) of dim 1 with L = SpLength(S, tp) (the sequence padded with zero rows to tp * L; they
+// stay zero through norms and residual adds and are cut off again inside the regions). A region is entered by
+// SpGather (all-gather forward, reduce-scatter backward) and left by SpReduceScatter (reduce-scatter forward,
+// all-gather backward): the same bytes as the two all-reduces, and 1/tp of the activation memory in between. A
+// norm's weight then sees only this rank's rows, so its gradient is summed over tp (RMSNorm::ForwardPiece).
+//
 // The shards are cut from the weights a single process would initialise (MultimodalModel shards after it
 // initialises each layer), so every layout starts from the same model and reproduces the single-process run.
 #pragma once
@@ -25,6 +33,7 @@ class Communicator;
 struct TpShard {
   int rank = 0;
   int size = 1;
+  bool sequence_parallel = false;  // the LLM's residual stream cut along the sequence (only with size > 1)
   bool active() const { return size > 1; }
   // [begin, begin + n / size): this rank's range of n rows (n divisible by size, checked by the config).
   int64_t Begin(int64_t n) const { return n / size * rank; }
@@ -39,7 +48,21 @@ torch::Tensor TpCopy(const torch::Tensor& x, Communicator* tp);
 // Sum over `tp` forward; identity backward. After a row-parallel layer (and the vocabulary-parallel embedding).
 torch::Tensor TpReduce(const torch::Tensor& x, Communicator* tp);
 
-// Seconds this process has spent in TpCopy's and TpReduce's sums so far (benchmarks read it).
+// Sequence parallelism: this rank's share L of a sequence of `s` rows.
+int64_t SpLength(int64_t s, int tp);
+// [B, L, ...] pieces -> the whole [B, s, ...] on every rank; the backward sums each rank's gradient of the whole and
+// keeps this rank's piece. Before a column-parallel layer.
+torch::Tensor SpGather(const torch::Tensor& piece, int64_t s, Communicator* tp);
+// [B, S, ...] partial sums -> this rank's piece of their sum over `tp`; the backward gathers the whole gradient.
+// After a row-parallel layer (and the vocabulary-parallel embedding).
+torch::Tensor SpReduceScatter(const torch::Tensor& x, Communicator* tp);
+
+// Into a tp region of a sequence of `s` rows (`shard` says whether the residual stream is sequence-parallel):
+// TpCopy or SpGather; and out of it: TpReduce or SpReduceScatter.
+torch::Tensor TpRegionIn(const torch::Tensor& x, int64_t s, Communicator* tp, const TpShard& shard);
+torch::Tensor TpRegionOut(const torch::Tensor& x, Communicator* tp, const TpShard& shard);
+
+// Seconds this process has spent in the tp collectives so far (benchmarks read it).
 double TpCommSeconds();
 
 // This rank's slice of a whole tensor laid out as `split`, and the whole tensor from every rank's slice (a

@@ -15,10 +15,16 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
   weight_ = register_parameter("weight", torch::ones({dim}));
 }
 
-torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) { return Apply(x, weight_); }
+
+torch::Tensor RMSNormImpl::ForwardPiece(const torch::Tensor& x, Communicator* tp) {
+  return Apply(x, TpCopy(weight_, tp));
+}
+
+torch::Tensor RMSNormImpl::Apply(const torch::Tensor& x, const torch::Tensor& weight) const {
   const torch::Tensor xf = x.to(torch::kFloat);
   const torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return normed.to(x.scalar_type()) * weight_;
+  return normed.to(x.scalar_type()) * weight;
 }
 
 std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& positions, int64_t head_dim, double theta) {
@@ -96,11 +102,16 @@ void DecoderBlock::ShardTp(const TpShard& shard) {
   }
   heads_ /= shard.size;
   kv_heads_ /= shard.size;
+  shard_ = shard;
 }
 
 torch::Tensor DecoderBlock::Forward(const torch::Tensor& x, ForwardContext& ctx) {
-  const int64_t b = x.size(0), s = x.size(1);
-  const torch::Tensor h = TpCopy(attn_norm_(x), ctx.tp_group);
+  // The attention and the MLP see the whole sequence, also where the residual stream `x` is only a piece of it.
+  const int64_t b = x.size(0), s = shard_.sequence_parallel ? ctx.batch->input_ids.size(1) : x.size(1);
+  auto norm = [&](RMSNorm& n, const torch::Tensor& t) {
+    return shard_.sequence_parallel ? n->ForwardPiece(t, ctx.tp_group) : n(t);
+  };
+  const torch::Tensor h = TpRegionIn(norm(attn_norm_, x), s, ctx.tp_group, shard_);
   const torch::Tensor q = ApplyRope(q_(h).view({b, s, heads_, head_dim_}).transpose(1, 2), ctx.rope_cos, ctx.rope_sin);
   const torch::Tensor k =
       ApplyRope(k_(h).view({b, s, kv_heads_, head_dim_}).transpose(1, 2), ctx.rope_cos, ctx.rope_sin);
@@ -108,9 +119,10 @@ torch::Tensor DecoderBlock::Forward(const torch::Tensor& x, ForwardContext& ctx)
   const torch::Tensor attn = ctx.batch->cp.cp > 1
                                  ? CpBitfieldAttention(q, k, v, ctx.batch->mask_words, ctx.batch->cp, *ctx.cp_group)
                                  : BitfieldAttention(q, k, v, ctx.batch->mask_words);
-  const torch::Tensor y = x + TpReduce(o_(attn.transpose(1, 2).reshape({b, s, heads_ * head_dim_})), ctx.tp_group);
-  const torch::Tensor m = TpCopy(mlp_norm_(y), ctx.tp_group);
-  return y + TpReduce(down_(F::silu(gate_(m)) * up_(m)), ctx.tp_group);
+  const torch::Tensor y =
+      x + TpRegionOut(o_(attn.transpose(1, 2).reshape({b, s, heads_ * head_dim_})), ctx.tp_group, shard_);
+  const torch::Tensor m = TpRegionIn(norm(mlp_norm_, y), s, ctx.tp_group, shard_);
+  return y + TpRegionOut(down_(F::silu(gate_(m)) * up_(m)), ctx.tp_group, shard_);
 }
 
 }  // namespace cornstarch

@@ -15,8 +15,12 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x);
+  // Sequence parallelism: `x` is this rank's piece of a sequence whose other pieces the other ranks of `tp` hold.
+  // The same result; the weight's gradient, which each rank computes from its piece only, is summed over `tp`.
+  torch::Tensor ForwardPiece(const torch::Tensor& x, Communicator* tp);
 
  private:
+  torch::Tensor Apply(const torch::Tensor& x, const torch::Tensor& weight) const;
   torch::Tensor weight_;
   double eps_;
 };
@@ -41,7 +45,8 @@ class EncoderBlock : public Layer {
 
 // Llama/Qwen2 decoder block: x + GQA(RMSNorm(x)) with RoPE under the bitfield mask (the tiled bitfield kernel, no
 // N x N mask), then x + SwiGLU(RMSNorm(x)). Under tensor parallelism it holds heads/tp query and kv heads and
-// intermediate/tp of the SwiGLU width (model/tensor_parallel.h).
+// intermediate/tp of the SwiGLU width, and under sequence parallelism its input and output are this rank's piece of
+// the sequence (model/tensor_parallel.h).
 class DecoderBlock : public Layer {
  public:
   explicit DecoderBlock(const LlmConfig& cfg);
@@ -51,6 +56,7 @@ class DecoderBlock : public Layer {
 
  private:
   int64_t heads_, kv_heads_, head_dim_;  // this rank's heads
+  TpShard shard_;  // whether the residual stream is this rank's piece of the sequence (sequence parallelism)
   RMSNorm attn_norm_{nullptr}, mlp_norm_{nullptr};
   torch::nn::Linear q_{nullptr}, k_{nullptr}, v_{nullptr}, o_{nullptr};
   torch::nn::Linear gate_{nullptr}, up_{nullptr}, down_{nullptr};

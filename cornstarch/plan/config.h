@@ -194,6 +194,7 @@ struct ParallelConfig {
   int64_t cp = 1;
   int64_t dp = 1;
   int64_t tp = 1;
+  bool sequence_parallel = false;
   PlanMode pipeline = PlanMode::kFrozenAware;
   CostSource pipeline_costs = CostSource::kProfile;
   CpSplit cp_split = CpSplit::kBalanced;
@@ -212,6 +213,11 @@ struct ParallelConfig {
     f("tp", tp, "Tensor-parallel degree (Megatron-style, the innermost mesh axis): the LLM's attention heads, "
                 "SwiGLU width and vocabulary are split over tp ranks, which must divide num_heads, num_kv_heads, "
                 "intermediate_size and vocab_size; encoders and projectors are replicated. 1 means disabled.");
+    f("sequence_parallel", sequence_parallel,
+      "With tp > 1: the LLM's residual stream outside its tensor-parallel regions (norms, residual adds, the "
+      "messages between pipeline stages) is cut along the sequence over the tp ranks, an all-gather before each "
+      "column-parallel layer and a reduce-scatter after each row-parallel one in place of the all-reduces, so "
+      "those activations take 1/tp of the memory (Megatron-LM's sequence parallelism).");
     f("pipeline", pipeline, "Placement of layers on the pp stages: frozen_aware (each encoder on stages of its own, "
                             "cut by frozen-aware cost), uniform (the same, equal layer counts) or colocated (every "
                             "encoder on the first LLM stage, as LLM-centric trainers do).");

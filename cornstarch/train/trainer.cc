@@ -64,8 +64,8 @@ void Trainer::Init() {
   plan_ = std::make_unique<PipelinePlan>(BuildPipelinePlan(config, spec, runtime_));
   const int stage = runtime_.coord().pp;
   Communicator& tp = runtime_.group(Axis::kTP);
-  model_ = std::make_unique<MultimodalModel>(config.model, config.train.seed, plan_->stages[stage].layers,
-                                             TpShard{tp.rank(), tp.size()});
+  const TpShard tp_shard{tp.rank(), tp.size(), config.parallel.sequence_parallel && tp.size() > 1};
+  model_ = std::make_unique<MultimodalModel>(config.model, config.train.seed, plan_->stages[stage].layers, tp_shard);
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ModelConfig& m = config.model;
     if (!(c == spec.llm_chain() ? m.llm.weights : m.encoders[c].weights).empty()) LoadHfWeights(*model_, c);

@@ -2,7 +2,10 @@
 // = 1 reference of the same seed in-process, then compares: every step's loss (1e-5 relative) and grad norm (1e-4),
 // and its own slice of every final weight (1e-4) against the same slice of the reference's. Layouts: tp = 2 on the
 // tiny MLLM, the LLaVA-like one with frozen encoders and with a frozen LLM, the real-data config, activation
-// recomputation; on 4 ranks tp = 4, tp x dp, tp x pp and tp x cp; on 8 (oversubscribed) pp x tp x cp = 2 x 2 x 2. Also the vocabulary-parallel cross-entropy
+// recomputation; on 4 ranks tp = 4, tp x dp, tp x pp and tp x cp; on 8 (oversubscribed) pp x tp x cp = 2 x 2 x 2;
+// with sequence parallelism tp = 2 and 4 (sequences cut evenly and unevenly), with recomputation, tp x pp, tp x dp,
+// tp x cp and pp x tp x cp. The sequence-parallel gather and reduce-scatter against dense sums with their
+// gradients (1e-12 in float64). Also the vocabulary-parallel cross-entropy
 // against float64 cross-entropy over the whole logits (loss and both gradients, 1e-6), a checkpoint written at
 // tp = 2 resumed by a single process (tp = 1): its next losses are the uninterrupted run's, and Hugging Face
 // weights: loaded into slices, and exported whole by a tp run (both exact).
@@ -10,12 +13,14 @@
 
 #include <catch2/catch.hpp>
 #include <map>
+#include <memory>
 
 #include "cornstarch/data/demo_dataset.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/io/hf_weights.h"
 #include "cornstarch/model/lm_loss.h"
 #include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/model/tensor_parallel.h"
 #include "cornstarch/plan/config.h"
 #include "cornstarch/train/trainer.h"
 #include "tests/loss_curve.h"
@@ -54,16 +59,29 @@ TEST_CASE("tensor-parallel layouts match the single-process loss curve, grad nor
                 {llava, {"parallel.tp=2", "model.encoders.vision.frozen=true"}},
                 {llava, {"parallel.tp=2", "model.llm.frozen=true", "model.encoders.vision.frozen=false"}},
                 {real, {"parallel.tp=2"}},
-                {llava, {"parallel.tp=2", "model.activation_checkpointing=true"}}};
+                {llava, {"parallel.tp=2", "model.activation_checkpointing=true"}},
+                // Sequence parallelism: the sequence cut evenly, and unevenly (63 rows, one of padding).
+                {tiny, {"parallel.tp=2", "parallel.sequence_parallel=true"}},
+                {tiny, {"parallel.tp=2", "parallel.sequence_parallel=true", "data.seq_len=63"}},
+                {real, {"parallel.tp=2", "parallel.sequence_parallel=true"}},
+                {llava, {"parallel.tp=2", "parallel.sequence_parallel=true", "model.activation_checkpointing=true",
+                         "model.encoders.vision.frozen=true"}}};
   } else if (env.world_size == 4) {
     variants = {{tiny, {"parallel.tp=4", "model.llm.num_kv_heads=4"}},
                 {llava, {"parallel.tp=2", "parallel.dp=2"}},
                 {llava, {"parallel.tp=2", "parallel.pp=2"}},
                 {real, {"parallel.tp=2", "parallel.pp=2", "model.encoders.vision.frozen=true"}},
-                {tiny, {"parallel.tp=2", "parallel.cp=2", "parallel.cp_block=32"}}};
+                {tiny, {"parallel.tp=2", "parallel.cp=2", "parallel.cp_block=32"}},
+                {tiny, {"parallel.tp=4", "model.llm.num_kv_heads=4", "parallel.sequence_parallel=true",
+                        "data.seq_len=62"}},
+                {llava, {"parallel.tp=2", "parallel.pp=2", "parallel.sequence_parallel=true"}},
+                {real, {"parallel.tp=2", "parallel.dp=2", "data.streams=2", "parallel.sequence_parallel=true"}},
+                {tiny, {"parallel.tp=2", "parallel.cp=2", "parallel.cp_block=32", "parallel.sequence_parallel=true"}}};
   } else if (env.world_size == 8) {
     variants = {{llava, {"parallel.tp=2", "parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32",
-                         "model.encoders.vision.frozen=true"}}};
+                         "model.encoders.vision.frozen=true"}},
+                {llava, {"parallel.tp=2", "parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32",
+                         "parallel.sequence_parallel=true"}}};
   } else {
     FAIL("no tensor-parallel layouts for " << env.world_size << " ranks");
   }
@@ -108,12 +126,52 @@ TEST_CASE("tensor-parallel layouts match the single-process loss curve, grad nor
   }
 }
 
-TEST_CASE("vocabulary-parallel cross-entropy equals float64 cross-entropy over the whole logits", "[tp]") {
-  const LaunchEnv env = DetectLaunchEnv();
+// Every rank of the job in one tp group.
+std::unique_ptr<DistRuntime> TpOnlyRuntime() {
   ParallelConfig parallel;
-  parallel.tp = env.world_size;
-  DistRuntime runtime(parallel, env, nullptr, nullptr);
-  Communicator& tp = runtime.group(Axis::kTP);
+  parallel.tp = DetectLaunchEnv().world_size;
+  return std::make_unique<DistRuntime>(parallel, DetectLaunchEnv(), nullptr, nullptr);
+}
+
+TEST_CASE("the sequence-parallel gather and reduce-scatter equal dense sums, gradients included", "[tp]") {
+  const std::unique_ptr<DistRuntime> runtime = TpOnlyRuntime();
+  Communicator& tp = runtime->group(Axis::kTP);
+  const int n = tp.size(), r = tp.rank();
+  for (const int64_t s : {int64_t{4} * n, int64_t{4} * n - 1, int64_t{1}}) {
+    INFO("sequence of " << s << " rows over " << n << " ranks");
+    const int64_t l = SpLength(s, n);
+    REQUIRE(l * n >= s);
+    REQUIRE((l - 1) * n < s);
+    torch::manual_seed(11);  // the same on every rank: each rank's inputs, and the weights of the losses below
+    std::vector<torch::Tensor> inputs;  // rank k's [2, s, 3] partial sums
+    for (int k = 0; k < n; ++k) inputs.push_back(torch::randn({2, s, 3}, torch::kDouble));
+    const torch::Tensor w_whole = torch::randn({2, s, 3}, torch::kDouble);
+    const torch::Tensor w_piece = torch::randn({2, l * n, 3}, torch::kDouble);
+    const torch::Tensor padded_sum = torch::constant_pad_nd(torch::stack(inputs).sum(0), {0, 0, 0, l * n - s});
+    auto piece = [&](const torch::Tensor& t, int k) { return t.narrow(1, k * l, l); };
+
+    // Reduce-scatter: this rank's piece of the sum; the gradient of rank k's input is the whole gradient, each
+    // rank contributing its piece of it.
+    const torch::Tensor x = inputs[r].clone().requires_grad_(true);
+    const torch::Tensor mine = SpReduceScatter(x, &tp);
+    CHECK(torch::allclose(mine, piece(padded_sum, r), 1e-12, 1e-12));
+    (mine * piece(w_piece, r)).sum().backward();
+    CHECK(torch::allclose(x.grad(), w_piece.narrow(1, 0, s), 1e-12, 1e-12));
+
+    // Gather: the whole sequence from every rank's piece; the gradient of a piece sums every rank's gradient of
+    // the whole (here each rank weights it by w_whole * (rank + 1)).
+    const torch::Tensor own = piece(padded_sum, r).clone().requires_grad_(true);
+    const torch::Tensor whole = SpGather(own, s, &tp);
+    CHECK(torch::allclose(whole, padded_sum.narrow(1, 0, s), 1e-12, 1e-12));
+    (whole * w_whole * (r + 1)).sum().backward();
+    const torch::Tensor grad_whole = torch::constant_pad_nd(w_whole * (n * (n + 1) / 2), {0, 0, 0, l * n - s});
+    CHECK(torch::allclose(own.grad(), piece(grad_whole, r), 1e-12, 1e-12));
+  }
+}
+
+TEST_CASE("vocabulary-parallel cross-entropy equals float64 cross-entropy over the whole logits", "[tp]") {
+  const std::unique_ptr<DistRuntime> runtime = TpOnlyRuntime();
+  Communicator& tp = runtime->group(Axis::kTP);
   torch::manual_seed(7);  // the same data on every rank
   const int64_t rows = 37, d = 24, vocab = 20 * tp.size();
   const torch::Tensor hidden = torch::randn({rows, d});
