@@ -9,6 +9,8 @@ build=${BUILD_DIR:-build/cmake}
 launcher=()
 if command -v ccache > /dev/null; then
   export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/cornstarch-ccache}
+  # Paths inside the checkout are hashed relative to it, so a fresh clone (CI's) hits an earlier clone's cache.
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 mkdir -p "$build"
