@@ -16,12 +16,21 @@ using torch::autograd::variable_list;
 
 double comm_seconds = 0;  // TpCommSeconds; the tp collectives run on the training thread only
 
-torch::Tensor SumOver(const torch::Tensor& x, Communicator& tp) {
+// Runs `collective` and adds its time to comm_seconds.
+template <typename F>
+torch::Tensor Timed(F&& collective) {
   const auto start = std::chrono::steady_clock::now();
-  torch::Tensor sum = x.contiguous().clone();
-  tp.AllReduce(sum, ReduceOp::kSum);
+  torch::Tensor out = collective();
   comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return sum;
+  return out;
+}
+
+torch::Tensor SumOver(const torch::Tensor& x, Communicator& tp) {
+  return Timed([&] {
+    torch::Tensor sum = x.contiguous().clone();
+    tp.AllReduce(sum, ReduceOp::kSum);
+    return sum;
+  });
 }
 
 Communicator* CommOf(AutogradContext* ctx) { return reinterpret_cast<Communicator*>(ctx->saved_data["tp"].toInt()); }
@@ -47,37 +56,28 @@ class ReduceFunction : public torch::autograd::Function<ReduceFunction> {
   static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], torch::Tensor()}; }
 };
 
-// The collectives concatenate and split along dim 0: the sequence (dim 1) travels in front.
-torch::Tensor SeqFirst(const torch::Tensor& x) { return x.transpose(0, 1).contiguous(); }
-
-// [B, L, ...] on every rank -> [B, s, ...]: the pieces in rank order, the padding cut off.
+// [B, L, ...] on every rank -> [B, s, ...]: the pieces in rank order (TpGather along dim 1), the padding cut off.
 torch::Tensor GatherSeq(const torch::Tensor& piece, int64_t s, Communicator& tp) {
-  const auto start = std::chrono::steady_clock::now();
-  const torch::Tensor rows = SeqFirst(piece);
-  std::vector<int64_t> shape = rows.sizes().vec();
-  shape[0] *= tp.size();
-  torch::Tensor whole = torch::empty(shape, rows.options());
-  tp.AllGather(rows, whole);
-  comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return whole.narrow(0, 0, s).transpose(0, 1).contiguous();
+  return Timed([&] { return TpGather(piece, TpSplit::kDim1, tp).narrow(1, 0, s).contiguous(); });
 }
 
 // [B, s, ...] partial sums -> this rank's [B, L, ...] piece of their sum, the sequence padded with zero rows.
 torch::Tensor ReduceScatterSeq(const torch::Tensor& x, Communicator& tp) {
-  const auto start = std::chrono::steady_clock::now();
-  const int64_t s = x.size(1), piece = SpLength(s, tp.size());
-  torch::Tensor rows = SeqFirst(x);
-  if (piece * tp.size() > s) {
-    std::vector<int64_t> pad = rows.sizes().vec();
-    pad[0] = piece * tp.size() - s;
-    rows = torch::cat({rows, torch::zeros(pad, rows.options())});
-  }
-  std::vector<int64_t> shape = rows.sizes().vec();
-  shape[0] = piece;
-  torch::Tensor mine = torch::empty(shape, rows.options());
-  tp.ReduceScatter(rows, mine, ReduceOp::kSum);
-  comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return mine.transpose(0, 1).contiguous();
+  return Timed([&] {
+    const int64_t s = x.size(1), piece = SpLength(s, tp.size());
+    // The collective splits along dim 0: the sequence travels in front.
+    torch::Tensor rows = x.transpose(0, 1).contiguous();
+    if (piece * tp.size() > s) {
+      std::vector<int64_t> pad = rows.sizes().vec();
+      pad[0] = piece * tp.size() - s;
+      rows = torch::cat({rows, torch::zeros(pad, rows.options())});
+    }
+    std::vector<int64_t> shape = rows.sizes().vec();
+    shape[0] = piece;
+    torch::Tensor mine = torch::empty(shape, rows.options());
+    tp.ReduceScatter(rows, mine, ReduceOp::kSum);
+    return mine.transpose(0, 1).contiguous();
+  });
 }
 
 class SpGatherFunction : public torch::autograd::Function<SpGatherFunction> {
@@ -149,13 +149,13 @@ torch::Tensor TpSlice(const torch::Tensor& whole, TpSplit split, const TpShard& 
 
 torch::Tensor TpGather(const torch::Tensor& slice, TpSplit split, Communicator& tp) {
   if (split == TpSplit::kReplicated || tp.size() == 1) return slice;
-  // The collective concatenates along dim 0: a dim-1 slice travels transposed.
-  const torch::Tensor rows = split == TpSplit::kDim0 ? slice.contiguous() : slice.t().contiguous();
+  // The collective concatenates along dim 0: a dim-1 slice travels with dims 0 and 1 swapped.
+  const torch::Tensor rows = split == TpSplit::kDim0 ? slice.contiguous() : slice.transpose(0, 1).contiguous();
   std::vector<int64_t> shape = rows.sizes().vec();
   shape[0] *= tp.size();
   torch::Tensor whole = torch::empty(shape, rows.options());
   tp.AllGather(rows, whole);
-  return split == TpSplit::kDim0 ? whole : whole.t().contiguous();
+  return split == TpSplit::kDim0 ? whole : whole.transpose(0, 1).contiguous();
 }
 
 }  // namespace cornstarch

@@ -380,9 +380,10 @@ void ValidateGroupedSchedule(const Schedule& schedule) {
             mine.push_back(MessageOf(a));
             if (slot[s][i] < theirs.size() && theirs[slot[s][i]] != mine.back()) {
               throw Error(Grid(schedule, s, i,
-                               "invalid schedule for NCCL: " + a.ToString() + " is matched with another message (operation " +
-                                   std::to_string(slot[s][i] + 1) + " from stage " + std::to_string(channel(a).first) +
-                                   " to stage " + std::to_string(channel(a).second) +
+                               "invalid schedule for NCCL: " + a.ToString() +
+                                   " is matched with another message (operation " + std::to_string(slot[s][i] + 1) +
+                                   " from stage " + std::to_string(channel(a).first) + " to stage " +
+                                   std::to_string(channel(a).second) +
                                    "): sends and receives between two stages must come in the same order"));
             }
           }
