@@ -89,14 +89,15 @@ int main(int argc, char** argv) {
       costs = FrozenAwareCosts(spec, ProfileForwardSeconds(config));
       ms = 1e3;
     }
-    costs = PerTpRank(spec, costs, config.parallel.tp);
+    costs = PerTpRank(config.model, spec, costs, config.parallel.tp);
     const std::string source = profile ? "profiled on this machine"
                                        : "from a FLOP estimate at " + std::to_string(std::lround(gflops)) + " GFLOP/s per rank";
     std::printf("cornstarch-plan: %d pipeline stages, %d microbatches of %lld sequences, costs %s%s\n", ranks,
                 microbatches, static_cast<long long>(config.train.micro_batch_size), source.c_str(),
                 config.parallel.tp > 1 ? (", per rank of tp=" + std::to_string(config.parallel.tp)).c_str() : "");
     const std::vector<LayerMemory> memory =
-        EstimateLayerMemory(config.model, spec, config.data.seq_len, config.train.micro_batch_size, config.parallel.tp);
+        EstimateLayerMemory(config.model, spec, config.data.seq_len, config.train.micro_batch_size, config.parallel.tp,
+                            config.parallel.sequence_parallel);
     PipelinePlan aware;
     for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated}) {
       try {

@@ -267,8 +267,7 @@ void LoadHfWeights(MultimodalModel& model, int chain) {
       torch::Tensor& p = params.at(t.ours);
       // A tensor-parallel slice is checked against the whole tensor it is cut from.
       const TpSplit split = splits.at(t.ours);
-      std::vector<int64_t> whole = p.sizes().vec();
-      if (split != TpSplit::kReplicated) whole[split == TpSplit::kDim0 ? 0 : 1] *= model.tp().size;
+      const std::vector<int64_t> whole = TpWholeSizes(p.sizes(), split, model.tp().size);
       if (value.sizes() != whole) {
         throw Error(from + ": " + prefix + t.parts[0].name + (t.parts.size() > 1 ? " (fused with the k/v parts)" : "") +
                     " is " + c10::str(value.sizes()) + ", but " + t.ours + " needs " + c10::str(c10::IntArrayRef(whole)) +

@@ -82,14 +82,34 @@ torch::Tensor EncoderOutput::Forward(const torch::Tensor& x, ForwardContext&) {
   return norm_ ? norm_(h) : h;
 }
 
-Projector::Projector(const EncoderConfig& cfg, int64_t llm_hidden) {
+Projector::Projector(const EncoderConfig& cfg, int64_t llm_hidden) : shardable_(cfg.tp) {
   fc1_ = register_module("fc1", torch::nn::Linear(cfg.hidden_size, llm_hidden));
   if (cfg.projector.type == ProjectorType::kMlp) fc2_ = register_module("fc2", torch::nn::Linear(llm_hidden, llm_hidden));
 }
 
-torch::Tensor Projector::Forward(const torch::Tensor& x, ForwardContext&) {
-  const torch::Tensor h = fc1_(x);
-  return fc2_ ? fc2_(F::gelu(h)) : h;
+TpSplit Projector::SplitOf(const std::string& name) const {
+  if (!shardable_) return TpSplit::kReplicated;
+  if (!fc2_) return name == "fc1.weight" ? TpSplit::kDim1 : TpSplit::kReplicated;
+  if (name.rfind("fc1.", 0) == 0) return TpSplit::kDim0;
+  return name == "fc2.weight" ? TpSplit::kDim1 : TpSplit::kReplicated;
+}
+
+void Projector::ShardTp(const TpShard& shard) {
+  if (!shardable_) return;
+  KeepSlices(shard);
+  shard_ = shard;
+}
+
+torch::Tensor Projector::Forward(const torch::Tensor& x, ForwardContext& ctx) {
+  Communicator* tp = shard_.active() ? ctx.tp_group : nullptr;
+  if (!fc2_) {
+    // Row-parallel: this rank's range of the input features. Each rank's input gradient is zero outside its range,
+    // and the tower before it is whole on every rank, so TpCopy sums the ranges into the whole gradient.
+    const int64_t width = fc1_->weight.size(1);
+    const torch::Tensor mine = shard_.active() ? TpCopy(x, tp).narrow(-1, shard_.rank * width, width) : x;
+    return TpRowLinear(mine, fc1_->weight, fc1_->bias, tp);
+  }
+  return TpRowLinear(F::gelu(fc1_(TpCopy(x, tp))), fc2_->weight, fc2_->bias, tp);
 }
 
 TokenEmbed::TokenEmbed(const LlmConfig& cfg) {
@@ -97,10 +117,8 @@ TokenEmbed::TokenEmbed(const LlmConfig& cfg) {
 }
 
 void TokenEmbed::ShardTp(const TpShard& shard) {
-  torch::NoGradGuard no_grad;
-  const int64_t vocab = embed_->weight.size(0);
-  vocab_begin_ = shard.Begin(vocab);
-  embed_->weight.set_data(TpSlice(embed_->weight, TpSplit::kDim0, shard).clone());
+  vocab_begin_ = shard.Begin(embed_->weight.size(0));
+  KeepSlices(shard);
   sequence_parallel_ = shard.sequence_parallel;
 }
 
@@ -148,9 +166,8 @@ LmHead::LmHead(const LlmConfig& cfg) {
 }
 
 void LmHead::ShardTp(const TpShard& shard) {
-  torch::NoGradGuard no_grad;
   vocab_begin_ = shard.Begin(out_->weight.size(0));
-  out_->weight.set_data(TpSlice(out_->weight, TpSplit::kDim0, shard).clone());
+  KeepSlices(shard);
   sharded_ = true;
   sequence_parallel_ = shard.sequence_parallel;
 }

@@ -47,13 +47,19 @@ class EncoderOutput : public Layer {
   torch::nn::LayerNorm norm_{nullptr};
 };
 
-// Encoder width -> LLM width: Linear, or Linear-GELU-Linear (LLaVA-1.5's mlp2x_gelu).
+// Encoder width -> LLM width: Linear, or Linear-GELU-Linear (LLaVA-1.5's mlp2x_gelu). Sharded with its tower
+// (model.encoders.<name>.tp): the MLP's fc1 column-parallel and fc2 row-parallel; the lone Linear row-parallel, each
+// rank reading its range of the (whole) input features. Either way the output is whole on every tp rank.
 class Projector : public Layer {
  public:
   Projector(const EncoderConfig& cfg, int64_t llm_hidden);
   torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
+  void ShardTp(const TpShard& shard) override;
+  TpSplit SplitOf(const std::string& name) const override;
 
  private:
+  bool shardable_;              // model.encoders.<name>.tp
+  TpShard shard_;               // inactive: whole
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr};
 };
 

@@ -33,6 +33,15 @@ class Layer : public torch::nn::Module {
   // the rest stay whole), and how parameter `name` (as named_parameters() spells it) is then laid out.
   virtual void ShardTp(const TpShard&) {}
   virtual TpSplit SplitOf(const std::string& name) const { return TpSplit::kReplicated; }
+
+ protected:
+  // Keeps this rank's slice of every parameter, cut as SplitOf says (what ShardTp overrides start with).
+  void KeepSlices(const TpShard& shard) {
+    torch::NoGradGuard no_grad;
+    for (auto& item : named_parameters()) {
+      item.value().set_data(TpSlice(item.value(), SplitOf(item.key()), shard).clone());
+    }
+  }
 };
 
 }  // namespace cornstarch

@@ -137,10 +137,22 @@ torch::Tensor TpRegionOut(const torch::Tensor& x, Communicator* tp, const TpShar
   return shard.sequence_parallel ? SpReduceScatter(x, tp) : TpReduce(x, tp);
 }
 
+torch::Tensor TpRowLinear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                          Communicator* tp) {
+  if (tp == nullptr || tp->size() == 1) return torch::nn::functional::linear(x, weight, bias);
+  const torch::Tensor sum = TpReduce(torch::nn::functional::linear(x, weight), tp);
+  return bias.defined() ? sum + bias : sum;
+}
+
 double TpCommSeconds() { return comm_seconds; }
 
 torch::Tensor TpSlice(const torch::Tensor& whole, TpSplit split, const TpShard& shard) {
   if (split == TpSplit::kReplicated || !shard.active()) return whole;
+  if (split == TpSplit::kQkv) {
+    std::vector<torch::Tensor> mine;
+    for (const torch::Tensor& block : whole.chunk(3)) mine.push_back(TpSlice(block, TpSplit::kDim0, shard));
+    return torch::cat(mine);
+  }
   const int64_t dim = split == TpSplit::kDim0 ? 0 : 1;
   const int64_t n = whole.size(dim);
   CS_CHECK(n % shard.size == 0, "dim ", dim, " of ", whole.sizes(), " does not split over ", shard.size, " tp ranks");
@@ -149,6 +161,11 @@ torch::Tensor TpSlice(const torch::Tensor& whole, TpSplit split, const TpShard& 
 
 torch::Tensor TpGather(const torch::Tensor& slice, TpSplit split, Communicator& tp) {
   if (split == TpSplit::kReplicated || tp.size() == 1) return slice;
+  if (split == TpSplit::kQkv) {
+    std::vector<torch::Tensor> blocks;
+    for (const torch::Tensor& block : slice.chunk(3)) blocks.push_back(TpGather(block, TpSplit::kDim0, tp));
+    return torch::cat(blocks);
+  }
   // The collective concatenates along dim 0: a dim-1 slice travels with dims 0 and 1 swapped.
   const torch::Tensor rows = split == TpSplit::kDim0 ? slice.contiguous() : slice.transpose(0, 1).contiguous();
   std::vector<int64_t> shape = rows.sizes().vec();
@@ -156,6 +173,12 @@ torch::Tensor TpGather(const torch::Tensor& slice, TpSplit split, Communicator& 
   torch::Tensor whole = torch::empty(shape, rows.options());
   tp.AllGather(rows, whole);
   return split == TpSplit::kDim0 ? whole : whole.transpose(0, 1).contiguous();
+}
+
+std::vector<int64_t> TpWholeSizes(c10::IntArrayRef slice_sizes, TpSplit split, int tp) {
+  std::vector<int64_t> whole = slice_sizes.vec();
+  if (split != TpSplit::kReplicated) whole[split == TpSplit::kDim1 ? 1 : 0] *= tp;
+  return whole;
 }
 
 }  // namespace cornstarch

@@ -1,13 +1,16 @@
-// Tensor parallelism (Megatron-LM's layout) inside the LLM: the tp ranks of a stage hold slices of each decoder
-// block's weights and of the vocabulary, and the hidden state between blocks is whole on every tp rank.
-//   attention   q, k, v split by heads (column-parallel), o split by its input (row-parallel)
-//   SwiGLU      gate, up split by the intermediate width (column), down by its input (row)
+// Tensor parallelism (Megatron-LM's layout): the tp ranks of a stage hold slices of each block's weights and of
+// the vocabulary, and the hidden state between blocks is whole on every tp rank.
+//   attention   q, k, v split by heads (column-parallel; an encoder's fused qkv as TpSplit::kQkv), the output
+//               projection split by its input (row-parallel)
+//   MLP         gate, up (an encoder's fc1) split by the intermediate width (column), down (fc2) by its input (row)
 //   vocabulary  the embedding's rows and the head's rows split into tp equal ranges
-// A column-parallel layer's input passes through TpCopy (identity forward; backward sums the input gradients the
-// ranks computed from their slices), a row-parallel layer's partial output through TpReduce (forward sums the
-// partial outputs; backward passes the gradient on, as every rank needs all of it). So each block costs two
-// all-reduces forward and two backward, and everything else (norms, residuals, RoPE tables, the encoders and
-// projectors, which stay replicated) runs unchanged and identically on every tp rank.
+//   projector   the MLP's fc1 column- and fc2 row-parallel; a lone Linear row-parallel
+// Encoder towers and their projectors are split only when model.encoders.<name>.tp is set; otherwise they run
+// whole on every tp rank. A column-parallel layer's input passes through TpCopy (identity forward; backward sums the
+// input gradients the ranks computed from their slices), a row-parallel layer's partial output through TpReduce
+// (forward sums the partial outputs; backward passes the gradient on, as every rank needs all of it). So each block
+// costs two all-reduces forward and two backward, and everything else (norms, residuals, RoPE tables, the encoders'
+// embeddings) runs unchanged and identically on every tp rank.
 //
 // Sequence parallelism (parallel.sequence_parallel, Megatron-LM's): outside the tp regions (norms, residual adds,
 // the messages between pipeline stages) each tp rank holds only its piece of the sequence, rows
@@ -24,6 +27,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace cornstarch {
 
@@ -40,8 +44,10 @@ struct TpShard {
   int64_t Length(int64_t n) const { return n / size; }
 };
 
-// How a parameter is laid over the tp ranks: whole on every rank, or cut along dim 0 or dim 1.
-enum class TpSplit { kReplicated, kDim0, kDim1 };
+// How a parameter is laid over the tp ranks: whole on every rank, cut along dim 0 or dim 1, or (kQkv) a fused
+// q/k/v projection: dim 0 holds three blocks of equal height, each cut along dim 0, so that a rank keeps the same
+// heads of q, k and v.
+enum class TpSplit { kReplicated, kDim0, kDim1, kQkv };
 
 // Identity forward; the backward sums the gradient over `tp`. Before a column-parallel layer.
 torch::Tensor TpCopy(const torch::Tensor& x, Communicator* tp);
@@ -62,6 +68,11 @@ torch::Tensor SpReduceScatter(const torch::Tensor& x, Communicator* tp);
 torch::Tensor TpRegionIn(const torch::Tensor& x, int64_t s, Communicator* tp, const TpShard& shard);
 torch::Tensor TpRegionOut(const torch::Tensor& x, Communicator* tp, const TpShard& shard);
 
+// A row-parallel linear layer: x @ weight^T summed over `tp` (TpReduce), then the bias, which every rank holds
+// whole and so adds once, after the sum. Without tp ranks: F::linear(x, weight, bias).
+torch::Tensor TpRowLinear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                          Communicator* tp);
+
 // Seconds this process has spent in the tp collectives so far (benchmarks read it).
 double TpCommSeconds();
 
@@ -69,5 +80,7 @@ double TpCommSeconds();
 // collective over `tp`; used for checkpoints and exports).
 torch::Tensor TpSlice(const torch::Tensor& whole, TpSplit split, const TpShard& shard);
 torch::Tensor TpGather(const torch::Tensor& slice, TpSplit split, Communicator& tp);
+// The sizes of the whole tensor a slice of `slice_sizes` is cut from.
+std::vector<int64_t> TpWholeSizes(c10::IntArrayRef slice_sizes, TpSplit split, int tp);
 
 }  // namespace cornstarch

@@ -48,7 +48,7 @@ torch::Tensor ApplyRope(const torch::Tensor& x, const torch::Tensor& cos, const 
 }  // namespace
 
 EncoderBlock::EncoderBlock(const EncoderConfig& cfg)
-    : heads_(cfg.num_heads), act_(cfg.hidden_act) {
+    : heads_(cfg.num_heads), head_dim_(cfg.hidden_size / cfg.num_heads), shardable_(cfg.tp), act_(cfg.hidden_act) {
   const int64_t d = cfg.hidden_size;
   norm1_ = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.layer_norm_eps)));
   qkv_ = register_module("qkv", torch::nn::Linear(d, 3 * d));
@@ -58,16 +58,32 @@ EncoderBlock::EncoderBlock(const EncoderConfig& cfg)
   fc2_ = register_module("fc2", torch::nn::Linear(cfg.intermediate_size, d));
 }
 
-torch::Tensor EncoderBlock::Forward(const torch::Tensor& x, ForwardContext&) {
-  const int64_t n = x.size(0), t = x.size(1), d = x.size(2);
-  const auto qkv = qkv_(norm1_(x)).view({n, t, 3, heads_, d / heads_}).permute({2, 0, 3, 1, 4}).unbind(0);
+TpSplit EncoderBlock::SplitOf(const std::string& name) const {
+  if (!shardable_) return TpSplit::kReplicated;
+  if (name.rfind("qkv.", 0) == 0) return TpSplit::kQkv;
+  if (name.rfind("fc1.", 0) == 0) return TpSplit::kDim0;
+  if (name == "out.weight" || name == "fc2.weight") return TpSplit::kDim1;
+  return TpSplit::kReplicated;
+}
+
+void EncoderBlock::ShardTp(const TpShard& shard) {
+  if (!shardable_) return;
+  KeepSlices(shard);
+  heads_ /= shard.size;
+  sharded_ = true;
+}
+
+torch::Tensor EncoderBlock::Forward(const torch::Tensor& x, ForwardContext& ctx) {
+  Communicator* tp = sharded_ ? ctx.tp_group : nullptr;  // a whole tower's blocks sum nothing over tp
+  const int64_t n = x.size(0), t = x.size(1), inner = heads_ * head_dim_;
+  const auto qkv = qkv_(TpCopy(norm1_(x), tp)).view({n, t, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4}).unbind(0);
   const torch::Tensor attn = DenseAttention(qkv[0], qkv[1], qkv[2], torch::Tensor());
-  torch::Tensor h = x + out_(attn.transpose(1, 2).reshape({n, t, d}));
-  const torch::Tensor u = fc1_(norm2_(h));
+  torch::Tensor h = x + TpRowLinear(attn.transpose(1, 2).reshape({n, t, inner}), out_->weight, out_->bias, tp);
+  const torch::Tensor u = fc1_(TpCopy(norm2_(h), tp));
   const torch::Tensor a = act_ == Activation::kQuickGelu
                               ? u * torch::sigmoid(1.702 * u)
                               : F::gelu(u, F::GELUFuncOptions().approximate(act_ == Activation::kGelu ? "none" : "tanh"));
-  return h + fc2_(a);
+  return h + TpRowLinear(a, fc2_->weight, fc2_->bias, tp);
 }
 
 DecoderBlock::DecoderBlock(const LlmConfig& cfg)
@@ -95,11 +111,7 @@ TpSplit DecoderBlock::SplitOf(const std::string& name) const {
 }
 
 void DecoderBlock::ShardTp(const TpShard& shard) {
-  torch::NoGradGuard no_grad;
-  for (auto& item : named_parameters()) {
-    torch::Tensor& p = item.value();
-    p.set_data(TpSlice(p, SplitOf(item.key()), shard).clone());
-  }
+  KeepSlices(shard);
   heads_ /= shard.size;
   kv_heads_ /= shard.size;
   shard_ = shard;

@@ -31,13 +31,20 @@ std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& position
 
 // Pre-norm ViT/CLIP/Whisper-encoder block: x + MHA(LN(x)), then x + MLP(LN(x)) with the configured GELU (exact,
 // tanh-approximated or CLIP's quick_gelu); full attention within each instance (one image or one audio clip).
+// Under tensor parallelism (model.encoders.<name>.tp) it is split as the decoder block is: the fused qkv by heads,
+// fc1 by the MLP width (column-parallel), out and fc2 by their inputs (row-parallel, biases added after the sum);
+// the hidden state between blocks stays whole on every tp rank.
 class EncoderBlock : public Layer {
  public:
   explicit EncoderBlock(const EncoderConfig& cfg);
   torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
+  void ShardTp(const TpShard& shard) override;
+  TpSplit SplitOf(const std::string& name) const override;
 
  private:
-  int64_t heads_;
+  int64_t heads_, head_dim_;  // this rank's heads
+  bool shardable_;            // model.encoders.<name>.tp
+  bool sharded_ = false;
   Activation act_;  // model.encoders.<name>.hidden_act
   torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, out_{nullptr}, fc1_{nullptr}, fc2_{nullptr};

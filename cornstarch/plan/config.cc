@@ -471,6 +471,15 @@ void Validate(const Config& c) {
     Require(n % c.parallel.tp == 0, std::string("model.llm.") + field,
             "must be a multiple of parallel.tp=" + Str(c.parallel.tp) + " (tensor parallelism splits it evenly)", n);
   }
+  for (const EncoderConfig& e : c.model.encoders) {
+    if (!e.tp) continue;
+    for (const auto& [field, n] :
+         {std::pair{"num_heads", e.num_heads}, std::pair{"intermediate_size", e.intermediate_size}}) {
+      Require(n % c.parallel.tp == 0, "model.encoders." + e.name + "." + field,
+              "must be a multiple of parallel.tp=" + Str(c.parallel.tp) + " while the tower is sharded (or set model."
+              "encoders." + e.name + ".tp: false to run it whole on every tp rank)", n);
+    }
+  }
   RequirePositive("parallel.cp_block", c.parallel.cp_block);
   RequirePositive("parallel.timeout_seconds", c.parallel.timeout_seconds);
   RequirePositive("parallel.grad_bucket_mib", c.parallel.grad_bucket_mib);

@@ -94,6 +94,7 @@ struct EncoderConfig {
   int64_t num_mel_bins = 16;
   int64_t num_frames = 32;
   bool frozen = false;
+  bool tp = true;
   std::string weights;
   std::string weights_prefix;
   ProjectorConfig projector;
@@ -129,6 +130,10 @@ struct EncoderConfig {
     f("num_frames", num_frames, "audio: input frames; even, since the second conv has stride 2.");
     f("frozen", frozen, "Freeze the encoder: no gradients, no optimizer state, and no autograd graph when nothing "
                         "before it trains.");
+    f("tp", tp, "With parallel.tp > 1: shard the tower's blocks (heads and MLP width) and its projector over the tp "
+                "ranks as the LLM's are; false runs them whole on every tp rank, which is cheaper for a small tower "
+                "(no collectives; the planner then does not divide its costs by tp). Sharded, num_heads and "
+                "intermediate_size must be multiples of parallel.tp.");
     f("weights", weights, "Hugging Face weights to start from: a SigLIP or CLIP vision tower (vision) or a Whisper "
                           "encoder (audio); a .safetensors file or a directory as for model.llm.weights.");
     f("weights_prefix", weights_prefix, "Prefix of the tower's tensor names in `weights` (e.g. 'vision_tower.').");

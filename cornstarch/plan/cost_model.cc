@@ -57,7 +57,7 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
 }
 
 std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
-                                             int64_t micro_batch_size, int64_t tp) {
+                                             int64_t micro_batch_size, int64_t tp, bool sequence_parallel) {
   std::vector<LayerMemory> out(spec.layers.size());
   const double b = static_cast<double>(micro_batch_size);
   const double t = static_cast<double>(tp);
@@ -74,35 +74,39 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         const double ff = static_cast<double>(l.intermediate_size);
         tokens = b * static_cast<double>(seq_len);
         // Under tensor parallelism a rank holds 1/tp of the heads, the SwiGLU width and the vocabulary; the
-        // hidden-width tensors (norms, residuals) stay whole.
+        // hidden-width tensors (norms, residuals, messages) stay whole, or are 1/tp under sequence parallelism.
+        const double whole = sequence_parallel ? d / t : d;
         if (pos == 0) {
-          params = v * d / t, per_token = d;
+          params = v * d / t, per_token = whole;
         } else if (pos == last) {
-          params = d + d * v / t, per_token = 2 * d + 2 * v / t;  // norm in/out, logits and their log-softmax
+          // Norm in/out (under sequence parallelism its piece and the gathered rows), logits and their log-softmax.
+          params = d + d * v / t, per_token = whole + d + 2 * v / t;
         } else {
           params = 2 * d + (d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0)) / t;
           // Recomputed: the input only; else norms, q/k/v before and after RoPE, output, MLP.
-          per_token = spec.layers[i].recompute ? d : 4 * d + (2 * q + 3 * kv + q + 4 * ff) / t;
+          per_token = spec.layers[i].recompute ? whole : 4 * whole + (2 * q + 3 * kv + q + 4 * ff) / t;
         }
       } else {
         const EncoderConfig& e = model.encoders[c];
         const double d = static_cast<double>(e.hidden_size), ff = static_cast<double>(e.intermediate_size);
         const double out = static_cast<double>(model.llm.hidden_size);
+        const double et = e.tp ? t : 1;  // a sharded tower's blocks and projector hold 1/tp of their width
         tokens = b * static_cast<double>(EncoderTokens(e));
         if (pos == 0) {
           params = KindOf(e.type).embedding_parameters(e);
           per_token = 3 * d;
         } else if (pos == last) {
           const bool mlp = e.projector.type == ProjectorType::kMlp;
-          params = d * out + out + (mlp ? out * out + out : 0);
-          per_token = d + (mlp ? 2 * out : 0);
+          params = mlp ? (d * out + out + out * out) / et + out : d * out / et + out;
+          per_token = d + (mlp ? 2 * out / et : 0);
         } else if (pos == last - 1) {
-          params = 2 * d, per_token = d;
+          params = e.post_norm ? 2 * d : 0, per_token = d;
         } else {
           tokens = b * static_cast<double>(EncoderSequence(e));
-          params = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d);
-          // Recomputed: the input only; else norms, qkv, attention output, residuals, MLP before and after GELU.
-          per_token = spec.layers[i].recompute ? d : 10 * d + 2 * ff;
+          params = 6 * d + (3 * d * d + 3 * d + d * d + d * ff + ff + ff * d) / et;
+          // Recomputed: the input only; else the norms' inputs and outputs and the residual (whole), and qkv, the
+          // attention output and the MLP before and after GELU (split).
+          per_token = spec.layers[i].recompute ? d : 5 * d + (5 * d + 2 * ff) / et;
         }
       }
       out[i].parameters = params;

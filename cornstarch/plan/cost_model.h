@@ -27,14 +27,16 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
 // What one layer costs in memory, for placement: its parameters, and the activation bytes one microbatch keeps
 // between its forward and backward (0 without an autograd graph). fp32, as the trainer runs; activations are
 // an estimate (the tensors each layer type saves for backward), assuming one instance per encoder per sample.
-// Per rank of a tensor-parallel group of `tp` ranks.
+// Per rank of a tensor-parallel group of `tp` ranks (encoders split only where model.encoders.<name>.tp says),
+// with the LLM's residual stream split over them under `sequence_parallel`.
 struct LayerMemory {
   double parameters = 0;
   double activation_bytes = 0;
 };
 
 std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
-                                             int64_t micro_batch_size, int64_t tp = 1);
+                                             int64_t micro_batch_size, int64_t tp = 1,
+                                             bool sequence_parallel = false);
 
 // Applies the backward rule to per-layer forward costs.
 std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector<double>& forward);

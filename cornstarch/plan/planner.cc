@@ -175,11 +175,18 @@ std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& sp
   return FrozenAwareCosts(spec, forward);
 }
 
-std::vector<LayerCost> PerTpRank(const ModelSpec& spec, std::vector<LayerCost> costs, int64_t tp) {
-  const ChainSpec& llm = spec.chains[spec.llm_chain()];
-  for (int l = llm.begin; l < llm.end; ++l) {
-    costs[l].forward /= static_cast<double>(tp);
-    costs[l].backward /= static_cast<double>(tp);
+std::vector<LayerCost> PerTpRank(const ModelConfig& model, const ModelSpec& spec, std::vector<LayerCost> costs,
+                                 int64_t tp) {
+  for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
+    const ChainSpec& chain = spec.chains[c];
+    // A sharded tower splits its blocks and projector; its embedding and final norm run whole.
+    const bool llm = c == spec.llm_chain();
+    if (!llm && !model.encoders[c].tp) continue;
+    for (int l = llm ? chain.begin : chain.begin + 1; l < chain.end; ++l) {
+      if (!llm && l == chain.end - 2) continue;
+      costs[l].forward /= static_cast<double>(tp);
+      costs[l].backward /= static_cast<double>(tp);
+    }
   }
   return costs;
 }
@@ -187,8 +194,8 @@ std::vector<LayerCost> PerTpRank(const ModelSpec& spec, std::vector<LayerCost> c
 PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const std::vector<LayerCost>& costs) {
   const int pp = static_cast<int>(config.parallel.pp);
   const PlanMode mode = pp == 1 ? PlanMode::kColocated : config.parallel.pipeline;
-  PipelinePlan plan = PlanPipeline(spec, PerTpRank(spec, costs, config.parallel.tp), pp, MicrobatchesPerStep(config),
-                                   mode);
+  PipelinePlan plan = PlanPipeline(spec, PerTpRank(config.model, spec, costs, config.parallel.tp), pp,
+                                   MicrobatchesPerStep(config), mode);
   if (!config.parallel.schedule_file.empty()) {
     // The placement was chosen under 1F1B; the file replaces the order the stages run it in.
     plan.schedule = LoadScheduleFile(config.parallel.schedule_file, plan.graph, MicrobatchesPerStep(config));

@@ -50,9 +50,11 @@ int MicrobatchesPerStep(const Config& config);
 // deterministic, so every rank derives the same plan without talking to the others.
 std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec);
 
-// What each rank of a tensor-parallel group of `tp` spends on each layer: the LLM's layers are split over the
-// group, the encoders run whole on every rank. (The tp all-reduces are not modelled yet.)
-std::vector<LayerCost> PerTpRank(const ModelSpec& spec, std::vector<LayerCost> costs, int64_t tp);
+// What each rank of a tensor-parallel group of `tp` spends on each layer: the LLM's layers, and the blocks and
+// projector of each tower with model.encoders.<name>.tp, are split over the group; the rest runs whole on every
+// rank. (The tp all-reduces are not modelled yet.)
+std::vector<LayerCost> PerTpRank(const ModelConfig& model, const ModelSpec& spec, std::vector<LayerCost> costs,
+                                 int64_t tp);
 
 // The plan a run executes: parallel.pp stages placed as parallel.pipeline says on PerTpRank of `costs` (one
 // microbatch's, of the whole layers); pp = 1 is one stage holding every layer, whatever the mode.

@@ -64,10 +64,11 @@ extern const EncoderKind kVisionEncoder = {
       return 2.0 * static_cast<double>(Patches(e)) * static_cast<double>(e.num_channels * e.patch_size * e.patch_size) *
              static_cast<double>(e.hidden_size);
     },
-    // Convolution weight and bias, and a position per token of the tower.
+    // Convolution weight and bias (CLIP: no bias, but the class token and pre_layrnorm's gain and bias), and a
+    // position per token of the tower.
     [](const EncoderConfig& e) {
       const double d = static_cast<double>(e.hidden_size);
-      return static_cast<double>(e.num_channels * e.patch_size * e.patch_size) * d + d +
+      return static_cast<double>(e.num_channels * e.patch_size * e.patch_size) * d + (Clip(e) ? 3 * d : d) +
              static_cast<double>(Patches(e) + (Clip(e) ? 1 : 0)) * d;
     },
     Validate,

@@ -69,9 +69,8 @@ void Checkpointer::ReadPiece(CheckpointReader& reader, const StatePiece& s) cons
     reader.Read(s.name, s.state);
     return;
   }
-  std::vector<int64_t> shape = s.state.sizes().vec();
-  shape[s.split == TpSplit::kDim0 ? 0 : 1] *= model_.tp().size;
-  const at::Tensor whole = at::empty(shape, s.state.options().requires_grad(false));
+  const at::Tensor whole =
+      at::empty(TpWholeSizes(s.state.sizes(), s.split, model_.tp().size), s.state.options().requires_grad(false));
   reader.Read(s.name, whole);
   at::NoGradGuard no_grad;
   s.state.copy_(TpSlice(whole, s.split, model_.tp()));

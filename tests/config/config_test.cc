@@ -112,6 +112,10 @@ TEST_CASE("bad configs name the key, what was expected and what was found", "[co
        "got 351"},
       {{"parallel.tp=2", "model.llm.vocab_size=255"},
        "model.llm.vocab_size: must be a multiple of parallel.tp=2 (tensor parallelism splits it evenly), got 255"},
+      {{"parallel.tp=4", "model.llm.num_kv_heads=4", "model.encoders.vision.type=vision",
+        "model.encoders.vision.num_heads=6", "model.encoders.vision.hidden_size=96"},
+       "model.encoders.vision.num_heads: must be a multiple of parallel.tp=4 while the tower is sharded (or set "
+       "model.encoders.vision.tp: false to run it whole on every tp rank), got 6"},
       {{"parallel.tp=2", "optimizer.shard=true"},
        "optimizer.shard: must be false with parallel.tp > 1 (the sharded optimizer's checkpoints do not gather "
        "tensor-parallel slices yet), got true"},

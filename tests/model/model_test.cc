@@ -73,6 +73,55 @@ TEST_CASE("every encoder/LLM combination produces logits and features of the rig
   for (size_t i = 0; i < spec.layers.size(); ++i) CHECK((memory[i].activation_bytes > 0) == spec.layers[i].needs_graph);
 }
 
+TEST_CASE("the planner's per-rank parameter count equals a tp slice's, towers sharded or whole", "[model][tp]") {
+  // Each layer of a rank's slice (TpShard: built whole, then cut; no collective) against EstimateLayerMemory at
+  // that tp: exact, as both count elements. The MLP and the lone-Linear projector, a CLIP tower, a whole tower.
+  const std::vector<std::string> overrides = {
+      "model.encoders.vision.type=vision", "model.encoders.vision.vision_style=clip",
+      "model.encoders.vision.post_norm=false", "model.encoders.audio.type=audio",
+      "model.encoders.audio.projector.type=linear", "model.llm.attention_bias=true"};
+  for (const int tp : {2, 4}) {
+    for (const bool audio_tp : {true, false}) {
+      std::vector<std::string> o = overrides;
+      o.insert(o.end(), {"parallel.tp=" + std::to_string(tp), "model.llm.num_kv_heads=4",
+                         std::string("model.encoders.audio.tp=") + (audio_tp ? "true" : "false")});
+      const Config cfg = MakeConfig(o);
+      const ModelSpec spec = BuildModelSpec(cfg.model);
+      std::vector<int> all(spec.layers.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+      const MultimodalModel model(cfg.model, 1, all, TpShard{tp - 1, tp});
+      const std::vector<LayerMemory> memory = EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 2, tp);
+      const std::vector<LayerMemory> whole = EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 2, 1);
+      std::vector<double> built(spec.layers.size(), 0.0);
+      int layer = 0;
+      for (const auto& [name, p] : model.NamedParameters()) {
+        while (name.rfind(spec.layers[layer].name + ".", 0) != 0) ++layer;
+        built[layer] += static_cast<double>(p.numel());
+      }
+      for (size_t i = 0; i < built.size(); ++i) {
+        INFO("tp " << tp << " audio.tp " << audio_tp << " " << spec.layers[i].name);
+        CHECK(memory[i].parameters == built[i]);
+        // A whole tower's layers cost every rank what they cost one process.
+        if (spec.layers[i].module.find("audio") != std::string::npos && !audio_tp) {
+          CHECK(memory[i].parameters == whole[i].parameters);
+          CHECK(memory[i].activation_bytes == whole[i].activation_bytes);
+        }
+      }
+    }
+  }
+  // Sequence parallelism splits the LLM's residual stream: less activation memory per LLM layer, the rest as is.
+  const Config cfg = MakeConfig({"model.encoders.vision.type=vision", "parallel.tp=2"});
+  const ModelSpec spec = BuildModelSpec(cfg.model);
+  const auto plain = EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 2, 2);
+  const auto sp = EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 2, 2, /*sequence_parallel=*/true);
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    INFO(spec.layers[i].name);
+    CHECK(sp[i].parameters == plain[i].parameters);
+    if (spec.layers[i].chain == spec.llm_chain()) CHECK(sp[i].activation_bytes < plain[i].activation_bytes);
+    else CHECK(sp[i].activation_bytes == plain[i].activation_bytes);
+  }
+}
+
 TEST_CASE("layers are listed in order with their module membership", "[model]") {
   const Config cfg = MakeConfig({"model.encoders.vision.type=vision", "model.encoders.audio.type=audio"});
   const ModelSpec spec = BuildModelSpec(cfg.model);

@@ -2,13 +2,14 @@
 // = 1 reference of the same seed in-process, then compares: every step's loss (1e-5 relative) and grad norm (1e-4),
 // and its own slice of every final weight (1e-4) against the same slice of the reference's. Layouts: tp = 2 on the
 // tiny MLLM, the LLaVA-like one with frozen encoders and with a frozen LLM, the real-data config, activation
-// recomputation; on 4 ranks tp = 4, tp x dp, tp x pp and tp x cp; on 8 (oversubscribed) pp x tp x cp = 2 x 2 x 2;
-// with sequence parallelism tp = 2 and 4 (sequences cut evenly and unevenly), with recomputation, tp x pp, tp x dp,
-// tp x cp and pp x tp x cp. The sequence-parallel gather and reduce-scatter against dense sums with their
+// recomputation, towers sharded (the default) or whole by choice, the lone-Linear projector; on 4 ranks tp = 4
+// (with a frozen tower), tp x dp, tp x pp and tp x cp; on 8 (oversubscribed) pp x tp x cp = 2 x 2 x 2; with
+// sequence parallelism tp = 2 and 4 (sequences cut evenly and unevenly), with recomputation, tp x pp, tp x dp, tp x cp
+// and pp x tp x cp. The sequence-parallel gather and reduce-scatter against dense sums with their
 // gradients (1e-12 in float64). Also the vocabulary-parallel cross-entropy
 // against float64 cross-entropy over the whole logits (loss and both gradients, 1e-6), a checkpoint written at
 // tp = 2 resumed by a single process (tp = 1): its next losses are the uninterrupted run's, and Hugging Face
-// weights: loaded into slices, and exported whole by a tp run (both exact).
+// weights of the LLM and a vision tower: loaded into slices, and exported whole by a tp run (both exact).
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -60,6 +61,10 @@ TEST_CASE("tensor-parallel layouts match the single-process loss curve, grad nor
                 {llava, {"parallel.tp=2", "model.llm.frozen=true", "model.encoders.vision.frozen=false"}},
                 {real, {"parallel.tp=2"}},
                 {llava, {"parallel.tp=2", "model.activation_checkpointing=true"}},
+                // Towers sharded or whole by choice; the lone-Linear projector row-parallel.
+                {llava, {"parallel.tp=2", "model.encoders.vision.tp=false"}},
+                {tiny,
+                 {"parallel.tp=2", "model.encoders.vision.projector.type=linear", "model.encoders.audio.tp=false"}},
                 // Sequence parallelism: the sequence cut evenly, and unevenly (63 rows, one of padding).
                 {tiny, {"parallel.tp=2", "parallel.sequence_parallel=true"}},
                 {tiny, {"parallel.tp=2", "parallel.sequence_parallel=true", "data.seq_len=63"}},
@@ -68,6 +73,8 @@ TEST_CASE("tensor-parallel layouts match the single-process loss curve, grad nor
                          "model.encoders.vision.frozen=true"}}};
   } else if (env.world_size == 4) {
     variants = {{tiny, {"parallel.tp=4", "model.llm.num_kv_heads=4"}},
+                {tiny, {"parallel.tp=4", "model.llm.num_kv_heads=4", "model.encoders.audio.projector.type=linear",
+                        "model.encoders.vision.frozen=true"}},
                 {llava, {"parallel.tp=2", "parallel.dp=2"}},
                 {llava, {"parallel.tp=2", "parallel.pp=2"}},
                 {real, {"parallel.tp=2", "parallel.pp=2", "model.encoders.vision.frozen=true"}},
@@ -109,7 +116,8 @@ TEST_CASE("tensor-parallel layouts match the single-process loss curve, grad nor
     for (const auto& [name, p] : reference.model().NamedParameters()) ref_params[name] = p;
     const auto params = trainer.model().NamedParameters();
     const std::vector<TpSplit> splits = trainer.model().ParameterSplits();
-    int sliced = 0;
+    // Parameters split per module: the LLM's, and each tower's (with its projector) as model.encoders.<name>.tp says.
+    std::map<std::string, int> sliced;
     for (size_t i = 0; i < params.size(); ++i) {
       const auto& [name, p] = params[i];
       INFO(name);
@@ -117,11 +125,19 @@ TEST_CASE("tensor-parallel layouts match the single-process loss curve, grad nor
       const torch::Tensor want = TpSlice(ref_params[name], splits[i], trainer.model().tp());
       REQUIRE(p.sizes() == want.sizes());
       CHECK(torch::allclose(p, want, /*rtol=*/1e-4, /*atol=*/1e-4));
-      sliced += splits[i] != TpSplit::kReplicated;
+      const size_t dot = name.find('.'), module_end = name.find('.', dot + 1);
+      const std::string module = name.rfind("llm.", 0) == 0 ? "llm" : name.substr(dot + 1, module_end - dot - 1);
+      sliced[module] += splits[i] != TpSplit::kReplicated;
     }
-    // The LLM's blocks, embedding and head really are split (each rank holds 1/tp of them).
-    if (trainer.model().has_layer(trainer.model().spec().chains[trainer.model().spec().llm_chain()].begin + 1)) {
-      CHECK(sliced > 0);
+    // Each rank holds 1/tp of the LLM's blocks, embedding and head, and of a sharded tower's blocks and projector;
+    // a tower run whole splits nothing.
+    const ModelSpec& spec = trainer.model().spec();
+    if (trainer.model().has_layer(spec.chains[spec.llm_chain()].begin + 1)) CHECK(sliced["llm"] > 0);
+    for (size_t c = 0; c < cfg.model.encoders.size(); ++c) {
+      const EncoderConfig& e = cfg.model.encoders[c];
+      INFO("encoder " << e.name);
+      if (!e.tp) CHECK(sliced[e.name] == 0);
+      if (e.tp && trainer.model().has_layer(spec.chains[c].end - 1)) CHECK(sliced[e.name] > 0);
     }
   }
 }
@@ -228,30 +244,38 @@ TEST_CASE("Hugging Face weights load into tp slices, and a tp run exports them w
   DistRuntime runtime(parallel, env, nullptr, nullptr);
   Communicator& tp = runtime.group(Axis::kTP);
   const TpShard shard{tp.rank(), tp.size()};
-  // Loading: a single-process model's export, read into slices (q/k/v biases included).
+  // Loading: a single-process model's export, read into slices (q/k/v biases included): the LLM and the vision
+  // tower (its fused qkv cut by heads).
   const std::string file = TempPath("tp-hf-r" + std::to_string(env.rank) + ".safetensors");
-  const Config cfg = LoadConfig("configs/tiny.yaml", {"model.llm.attention_bias=true", "model.llm.weights=" + file});
+  const Config cfg = LoadConfig("configs/tiny.yaml", {"model.llm.attention_bias=true", "model.llm.weights=" + file,
+                                                      "model.encoders.vision.weights=" + file});
   const MultimodalModel source(cfg.model, 1);
   ExportHfWeights(source, file);
   std::vector<int> all(source.spec().layers.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
   MultimodalModel sliced(cfg.model, 2, all, shard);
+  const int vision = 0;
+  REQUIRE(sliced.spec().chains[vision].name == "vision");
   LoadHfWeights(sliced, sliced.spec().llm_chain());
+  LoadHfWeights(sliced, vision);
   const auto source_params = source.NamedParameters();
   const auto sliced_params = sliced.NamedParameters();
   const std::vector<TpSplit> splits = sliced.ParameterSplits();
   REQUIRE(sliced_params.size() == source_params.size());
-  const ChainSpec& llm = sliced.spec().chains[sliced.spec().llm_chain()];
-  const auto in_llm = [&](const std::string& name) {
-    for (int l = llm.begin; l < llm.end; ++l) {
-      if (name.rfind(sliced.spec().layers[l].name + ".", 0) == 0) return true;
+  // What Hugging Face files hold: the LLM and the tower (projectors have no standard and are not loaded).
+  const auto from_hf = [&](const std::string& name) {
+    for (const int c : {sliced.spec().llm_chain(), vision}) {
+      const ChainSpec& chain = sliced.spec().chains[c];
+      for (int l = chain.begin; l < chain.end - (c == vision ? 1 : 0); ++l) {
+        if (name.rfind(sliced.spec().layers[l].name + ".", 0) == 0) return true;
+      }
     }
     return false;
   };
   int split = 0, checked = 0;
   for (size_t i = 0; i < sliced_params.size(); ++i) {
     const std::string& name = sliced_params[i].first;
-    if (!in_llm(name)) continue;
+    if (!from_hf(name)) continue;
     INFO(name);
     CHECK(torch::equal(sliced_params[i].second, TpSlice(source_params[i].second, splits[i], shard)));
     split += splits[i] != TpSplit::kReplicated;
@@ -260,7 +284,7 @@ TEST_CASE("Hugging Face weights load into tp slices, and a tp run exports them w
   CHECK(split > 0);
   CHECK(checked > split);
 
-  // Exporting: a tp = 2 run's LLM weights, whole in the Hugging Face files, equal to each rank's slices.
+  // Exporting: a tp = 2 run's LLM and tower weights, whole in the Hugging Face files, equal to each rank's slices.
   const std::string dir = TempPath("tp-export");
   Config train = LoadConfig("configs/tiny.yaml", Overrides("configs/tiny.yaml", env.rank));
   train.parallel.tp = 2;
@@ -271,15 +295,16 @@ TEST_CASE("Hugging Face weights load into tp slices, and a tp run exports them w
   trainer.Run();
   Config reread = train;
   reread.parallel.tp = 1;
-  reread.model.llm.weights = dir;
+  reread.model.llm.weights = reread.model.encoders[vision].weights = dir;
   MultimodalModel loaded(reread.model, 3);
   LoadHfWeights(loaded, loaded.spec().llm_chain());
+  LoadHfWeights(loaded, vision);
   const auto trained = trainer.model().NamedParameters();
   const auto whole = loaded.NamedParameters();
   const std::vector<TpSplit> trained_splits = trainer.model().ParameterSplits();
   REQUIRE(trained.size() == whole.size());
   for (size_t i = 0; i < trained.size(); ++i) {
-    if (!in_llm(trained[i].first)) continue;
+    if (!from_hf(trained[i].first)) continue;
     INFO(trained[i].first);
     CHECK(torch::equal(trained[i].second, TpSlice(whole[i].second, trained_splits[i], shard)));
   }
