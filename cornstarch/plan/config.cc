@@ -508,8 +508,6 @@ void Validate(const Config& c) {
   Require(o.beta1 >= 0 && o.beta1 < 1, "optimizer.beta1", "must be in [0, 1)", o.beta1);
   Require(o.beta2 >= 0 && o.beta2 < 1, "optimizer.beta2", "must be in [0, 1)", o.beta2);
   RequirePositive("optimizer.eps", o.eps);
-  Require(!o.shard || c.parallel.tp == 1, "optimizer.shard", "must be false with parallel.tp > 1 (the sharded "
-          "optimizer's checkpoints do not gather tensor-parallel slices yet)", o.shard);
   Require(o.weight_decay >= 0, "optimizer.weight_decay", "must be >= 0", o.weight_decay);
 
   Require(c.logging.trace_first_step >= 1 && c.logging.trace_last_step >= c.logging.trace_first_step,

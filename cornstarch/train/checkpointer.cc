@@ -27,13 +27,17 @@ bool Checkpointer::WritesState() const {
   return runtime_.coord().cp == 0 && (runtime_.coord().dp == 0 || config_.optimizer.shard);
 }
 
+bool Checkpointer::ShardedOverDp() const {
+  return config_.optimizer.shard && runtime_.group(Axis::kDP).size() > 1;
+}
+
 std::vector<Checkpointer::StatePiece> Checkpointer::ModelState() const {
   const auto named = model_.NamedParameters();
   const std::vector<TpSplit> splits = model_.ParameterSplits();
   std::vector<StatePiece> pieces;
   for (size_t i = 0; i < named.size(); ++i) {
     const at::Tensor& p = named[i].second;
-    pieces.push_back({"model." + named[i].first, 0, p, p.numel(), true, splits[i]});
+    pieces.push_back({"model." + named[i].first, 0, p, p.numel(), true, splits[i], p.sizes().vec()});
   }
   return pieces;
 }
@@ -50,7 +54,7 @@ std::vector<Checkpointer::StatePiece> Checkpointer::OptimizerState() const {
       const ParamSlice& s = optimizer_.slices()[i];
       const StatePiece& p = trainable.at(static_cast<size_t>(s.param));
       const std::string name = prefix + p.name.substr(std::string("model.").size());
-      pieces.push_back({name, s.begin, (*moments)[i], p.numel, s.begin == 0 && s.length == p.numel, p.split});
+      pieces.push_back({name, s.begin, (*moments)[i], p.numel, s.begin == 0 && s.length == p.numel, p.split, p.sizes});
     }
   }
   return pieces;
@@ -60,20 +64,47 @@ at::Tensor Checkpointer::Whole(const StatePiece& s) const {
   return TpGather(s.state, s.split, runtime_.group(Axis::kTP));
 }
 
+NamedTensors Checkpointer::AssembledSplitMoments() const {
+  std::vector<StatePiece> trainable;  // the optimizer's parameters, in its order
+  for (StatePiece& p : ModelState()) {
+    if (p.state.requires_grad()) trainable.push_back(std::move(p));
+  }
+  Communicator& dp = runtime_.group(Axis::kDP);
+  NamedTensors out;
+  at::NoGradGuard no_grad;
+  for (const auto& [prefix, moments] : {std::pair{"exp_avg.", &optimizer_.exp_avg()},
+                                        std::pair{"exp_avg_sq.", &optimizer_.exp_avg_sq()}}) {
+    for (size_t j = 0; j < trainable.size(); ++j) {
+      const StatePiece& p = trainable[j];
+      if (p.split == TpSplit::kReplicated) continue;
+      // This rank's slices of the parameter's moment, zeros elsewhere: summed over dp, the whole tp slice (on the
+      // host, where the dp group's MPI reads it).
+      at::Tensor slice = at::zeros({p.numel}, at::kFloat);
+      for (size_t i = 0; i < moments->size(); ++i) {
+        const ParamSlice& s = optimizer_.slices()[i];
+        if (s.param == static_cast<int>(j)) slice.narrow(0, s.begin, s.length).copy_((*moments)[i].reshape({-1}));
+      }
+      dp.AllReduce(slice, ReduceOp::kSum);
+      at::Tensor whole = TpGather(slice.view(p.sizes), p.split, runtime_.group(Axis::kTP));
+      if (dp.rank() == 0) out.emplace_back(prefix + p.name.substr(std::string("model.").size()), std::move(whole));
+    }
+  }
+  return out;
+}
+
 void Checkpointer::ReadPiece(CheckpointReader& reader, const StatePiece& s) const {
-  if (!s.whole) {
-    reader.ReadRange(s.name, s.numel, s.begin, s.state);
-    return;
-  }
   if (s.split == TpSplit::kReplicated) {
-    reader.Read(s.name, s.state);
+    if (s.whole) reader.Read(s.name, s.state);
+    else reader.ReadRange(s.name, s.numel, s.begin, s.state);
     return;
   }
+  // A tp slice, or (a sharded optimizer's) a range of one: cut out of the whole tensor.
   const at::Tensor whole =
-      at::empty(TpWholeSizes(s.state.sizes(), s.split, model_.tp().size), s.state.options().requires_grad(false));
+      at::empty(TpWholeSizes(s.sizes, s.split, model_.tp().size), s.state.options().requires_grad(false));
   reader.Read(s.name, whole);
   at::NoGradGuard no_grad;
-  s.state.copy_(TpSlice(whole, s.split, model_.tp()));
+  const at::Tensor slice = TpSlice(whole, s.split, model_.tp());
+  s.state.copy_(s.whole ? slice : slice.reshape({-1}).narrow(0, s.begin, s.state.numel()).reshape_as(s.state));
 }
 
 int64_t Checkpointer::Restore() {
@@ -103,9 +134,14 @@ void Checkpointer::Save(int64_t step) {
     for (const StatePiece& s : ModelState()) shard.emplace_back(s.name, Whole(s));
   }
   if (WritesState()) {
+    const bool assembled = ShardedOverDp() && model_.tp().active();
     for (const StatePiece& s : OptimizerState()) {
+      if (assembled && s.split != TpSplit::kReplicated) continue;  // below
       const std::string range = fmt::format("[{}:{}]", s.begin, s.begin + s.state.numel());
       shard.emplace_back(s.whole ? s.name : s.name + range, Whole(s));
+    }
+    if (assembled) {
+      for (auto& named : AssembledSplitMoments()) shard.push_back(std::move(named));
     }
   }
   const ParallelDims& d = runtime_.dims();

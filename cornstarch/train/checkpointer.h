@@ -3,7 +3,9 @@
 // with a sharded optimizer each dp rank writes the slices of the moments it owns. Everything is read back by name
 // and element range (train/checkpoint.h), so any layout, sharded or not, resumes any other. Tensor-parallel
 // slices are gathered over the tp group and written whole by its first rank, as one process would write them;
-// on restore each rank cuts its slice out again, so a checkpoint of any tp resumes at any other. At the
+// on restore each rank cuts its slice out again, so a checkpoint of any tp resumes at any other. A range of a tp
+// slice is not a range of the whole tensor, so with a sharded optimizer the moments of tp-split parameters are
+// first assembled over the dp group (its first rank writes them whole); the rest stays in per-rank ranges. At the
 // end the model can be exported in Hugging Face layout: every stage writes its shard, rank 0 the index
 // (io/hf_weights.h). A streamed dataset's position (every data stream's cursor at the step) goes into the manifest.
 #pragma once
@@ -46,6 +48,7 @@ class Checkpointer {
     int64_t numel;
     bool whole;  // all of the tensor
     TpSplit split;  // how the tensor lies over the tp ranks (its parameter's layout)
+    std::vector<int64_t> sizes;  // this rank's parameter's (its tp slice's) sizes
   };
   std::vector<StatePiece> OptimizerState() const;
   std::vector<StatePiece> ModelState() const;  // the parameters as "model.<name>", whole pieces
@@ -53,6 +56,9 @@ class Checkpointer {
   void ReadPiece(CheckpointReader& reader, const StatePiece& s) const;
   // What is written: the tensor itself, or (a tp slice) the whole tensor gathered over the tp group.
   at::Tensor Whole(const StatePiece& s) const;
+  // Collective over dp and tp, sharded optimizer only: the moments of every tp-split trainable parameter, whole.
+  NamedTensors AssembledSplitMoments() const;
+  bool ShardedOverDp() const;  // the optimizer's moments are split over the dp ranks
   bool WritesModel() const;  // this rank's tp group writes its stage's parameters
   bool WritesState() const;  // this rank's tp group writes its optimizer state
 

@@ -9,7 +9,10 @@
 // padding and slices inside parameters are all exercised.
 //
 // Checkpoints: a sharded run's checkpoint resumes sharded (bitwise), unsharded on the same dp (1e-6), in a single
-// process (1e-5, another layout) and on another dp; an unsharded checkpoint resumes sharded (1e-6).
+// process (1e-5, another layout) and on another dp; an unsharded checkpoint resumes sharded (1e-6). With tp = 2 x
+// dp = 2 (the moments of tp slices assembled over dp before they are written): resumed bitwise on the same layout,
+// sharded on dp = 4 without tp, and from the pp = 2 x dp = 2 run's checkpoint (ranges of whole tensors cut into
+// ranges of tp slices), 1e-5.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
@@ -79,7 +82,9 @@ std::vector<Layout> LayoutsFor(int world) {
             {llava, {"parallel.pp=2", "parallel.dp=2"}},
             // The frozen vision tower on a stage of its own: no trainable parameter there, nothing to shard.
             {llava, {"parallel.pp=2", "parallel.dp=2", "model.encoders.vision.projector.frozen=true"}},
-            {tiny, {"parallel.cp=2", "parallel.dp=2", "parallel.cp_block=32"}}};
+            {tiny, {"parallel.cp=2", "parallel.dp=2", "parallel.cp_block=32"}},
+            // Sharded over dp, split over tp: each dp group shards its tp slices.
+            {llava, {"parallel.pp=1", "parallel.tp=2", "parallel.dp=2", "model.encoders.vision.frozen=false"}}};
   }
   FAIL("no layouts for " << world << " ranks");
   return {};
@@ -202,6 +207,33 @@ TEST_CASE("checkpoints of a sharded run resume sharded, unsharded and on other l
           config(TempPath("r5"), {"parallel.dp=4", "optimizer.shard=true", "checkpoint.resume=" + step6(dir)});
       DistRuntime dp4_runtime(dp4.parallel, env, nullptr, nullptr);
       Trainer t(dp4, dp4_runtime);
+      check_continues(t.Run(), expected, 1e-5);
+    }
+    const std::vector<std::string> tp2_dp2 = {"parallel.tp=2", "parallel.dp=2", "optimizer.shard=true"};
+    auto with = [](std::vector<std::string> o, const std::string& more) {
+      o.push_back(more);
+      return o;
+    };
+    const std::string tp_dir = TempPath("sharded-tp2-dp2");
+    const Config tp_cfg = config(tp_dir, tp2_dp2);
+    DistRuntime tp_runtime(tp_cfg.parallel, env, nullptr, nullptr);
+    const std::vector<StepMetrics> tp_expected = Trainer(tp_cfg, tp_runtime).Run();
+    {
+      INFO("sharded tp = 2 x dp = 2 from its own checkpoint: bitwise");
+      Trainer t(config(TempPath("r6"), with(tp2_dp2, "checkpoint.resume=" + step6(tp_dir))), tp_runtime);
+      check_continues(t.Run(), tp_expected, 0);
+    }
+    {
+      INFO("sharded dp = 4 (tp = 1) from the sharded tp = 2 x dp = 2 checkpoint");
+      const Config dp4 =
+          config(TempPath("r7"), {"parallel.dp=4", "optimizer.shard=true", "checkpoint.resume=" + step6(tp_dir)});
+      DistRuntime dp4_runtime(dp4.parallel, env, nullptr, nullptr);
+      Trainer t(dp4, dp4_runtime);
+      check_continues(t.Run(), tp_expected, 1e-5);
+    }
+    {
+      INFO("sharded tp = 2 x dp = 2 from the sharded pp = 2 x dp = 2 checkpoint");
+      Trainer t(config(TempPath("r8"), with(tp2_dp2, "checkpoint.resume=" + step6(dir))), tp_runtime);
       check_continues(t.Run(), expected, 1e-5);
     }
   }

@@ -76,6 +76,7 @@ TEST_CASE("tensor-parallel layouts match the single-process loss curve, grad nor
                 {tiny, {"parallel.tp=4", "model.llm.num_kv_heads=4", "model.encoders.audio.projector.type=linear",
                         "model.encoders.vision.frozen=true"}},
                 {llava, {"parallel.tp=2", "parallel.dp=2"}},
+                {llava, {"parallel.tp=2", "parallel.dp=2", "optimizer.shard=true"}},
                 {llava, {"parallel.tp=2", "parallel.pp=2"}},
                 {real, {"parallel.tp=2", "parallel.pp=2", "model.encoders.vision.frozen=true"}},
                 {tiny, {"parallel.tp=2", "parallel.cp=2", "parallel.cp_block=32"}},
