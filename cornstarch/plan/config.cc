@@ -496,8 +496,6 @@ void Validate(const Config& c) {
   if (t.device == DeviceType::kCuda) {
     Require(c.parallel.cp == 1, "parallel.cp", "must be 1 with train.device 'cuda' (context parallelism runs on "
             "CPU only so far; pipeline and data parallelism run on GPUs)", c.parallel.cp);
-    Require(c.parallel.tp == 1, "parallel.tp", "must be 1 with train.device 'cuda' (tensor parallelism runs on "
-            "CPU ranks so far: its collectives have no NCCL path yet)", c.parallel.tp);
   }
 
   const OptimizerConfig& o = c.optimizer;

@@ -61,7 +61,8 @@ std::vector<Checkpointer::StatePiece> Checkpointer::OptimizerState() const {
 }
 
 at::Tensor Checkpointer::Whole(const StatePiece& s) const {
-  return TpGather(s.state, s.split, runtime_.group(Axis::kTP));
+  // The runtime's tp group is MPI's, which reads host memory (training on GPUs uses an NCCL twin of it).
+  return TpGather(s.split == TpSplit::kReplicated ? s.state : s.state.cpu(), s.split, runtime_.group(Axis::kTP));
 }
 
 NamedTensors Checkpointer::AssembledSplitMoments() const {

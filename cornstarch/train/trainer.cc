@@ -81,10 +81,14 @@ void Trainer::Init() {
   if (device_.is_cuda() && pp.size() > 1) {
     pp_nccl_ = MakeNcclCommunicator(pp, device_.index(), config.parallel.timeout_seconds, "pp");
   }
+  if (device_.is_cuda() && tp.size() > 1) {
+    tp_nccl_ = MakeNcclCommunicator(tp, device_.index(), config.parallel.timeout_seconds, "tp");
+  }
+  Communicator* tp_group = tp.size() > 1 ? (tp_nccl_ ? tp_nccl_.get() : &tp) : nullptr;
   const Precision precision = EffectivePrecision(config.train);
   if (device_.is_cuda() && precision == Precision::kFp32) AllowTf32();
   executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, pp_nccl_ ? *pp_nccl_ : pp,
-                                                 runtime_.group(Axis::kCP), tp.size() > 1 ? &tp : nullptr, precision);
+                                                 runtime_.group(Axis::kCP), tp_group, precision);
   const DataRank data_rank{dp.rank(), dp.size()};
   data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kTrain, data_rank);
   if (config.eval.enabled()) {

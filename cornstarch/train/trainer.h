@@ -89,6 +89,7 @@ class Trainer {
   std::vector<bool> tp_split_;  // per trainable parameter: a tensor-parallel slice (its norm adds over tp)
   std::unique_ptr<Communicator> dp_nccl_;  // train.device 'cuda' with dp > 1: the gradient sums
   std::unique_ptr<Communicator> pp_nccl_;  // train.device 'cuda' with pp > 1: activations and their gradients
+  std::unique_ptr<Communicator> tp_nccl_;  // train.device 'cuda' with tp > 1: the tensor-parallel collectives
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<MfuMeter> mfu_;
   c10::Device device_{c10::kCPU};  // train.device

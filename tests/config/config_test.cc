@@ -116,9 +116,6 @@ TEST_CASE("bad configs name the key, what was expected and what was found", "[co
         "model.encoders.vision.num_heads=6", "model.encoders.vision.hidden_size=96"},
        "model.encoders.vision.num_heads: must be a multiple of parallel.tp=4 while the tower is sharded (or set "
        "model.encoders.vision.tp: false to run it whole on every tp rank), got 6"},
-      {{"parallel.tp=2", "train.device=cuda"},
-       "parallel.tp: must be 1 with train.device 'cuda' (tensor parallelism runs on CPU ranks so far: its "
-       "collectives have no NCCL path yet), got 2"},
       {{"train.device=tpu"}, "train.device: must be one of 'cpu', 'cuda', got 'tpu'"},
       {{"train.device=cuda", "parallel.cp=2", "parallel.cp_block=32"},
        "parallel.cp: must be 1 with train.device 'cuda' (context parallelism runs on CPU only so far; pipeline and "
