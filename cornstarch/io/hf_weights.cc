@@ -71,13 +71,15 @@ class HfSource {
   bool contains(const std::string& name) const { return shard_of_.count(name) > 0; }
   const std::string& file_of(const std::string& name) const { return shard_of_.at(name); }
 
-  torch::Tensor Get(const std::string& name) {
+  // The file that holds `name`, opened on first use.
+  const SafetensorsFile& File(const std::string& name) {
     const std::string& file = shard_of_.at(name);
     std::unique_ptr<SafetensorsFile>& f = open_[file];
     if (!f) f = std::make_unique<SafetensorsFile>(file);
     if (!f->contains(name)) throw Error(file + ": no tensor '" + name + "', though the index lists it here");
-    return f->Get(name);
+    return *f;
   }
+  torch::Tensor Get(const std::string& name) { return File(name).Get(name); }
 
  private:
   void Open(const std::string& file) {
@@ -246,34 +248,62 @@ void LoadHfWeights(MultimodalModel& model, int chain) {
       }
       if (!t.fallback.empty()) expected.insert(prefix + t.fallback);
       if (projector || !model.has_layer(l)) continue;
-      std::vector<torch::Tensor> pieces;
+      // The parts' names (empty: rows of zeros) and sizes, from the file headers: nothing read yet.
+      std::vector<std::string> names;
+      std::vector<std::vector<int64_t>> shapes;
       std::string from;
       for (const HfPart& part : t.parts) {
         std::string name = prefix + part.name;
         if (part.name.empty()) {
-          pieces.push_back(torch::zeros({part.zero_rows}));
+          names.emplace_back();
+          shapes.push_back({part.zero_rows});
           continue;
         }
-        if (!source.contains(name) && !t.fallback.empty() && pieces.empty()) name = prefix + t.fallback;
+        if (!source.contains(name) && !t.fallback.empty() && names.empty()) name = prefix + t.fallback;
         if (!source.contains(name)) {
           missing.push_back(name);
           continue;
         }
         from = source.file_of(name);
-        pieces.push_back(source.Get(name).to(torch::kFloat));
+        names.push_back(name);
+        shapes.push_back(source.File(name).header().tensors.at(name).shape);
       }
-      if (pieces.size() != t.parts.size()) continue;
-      const torch::Tensor value = pieces.size() == 1 ? pieces[0] : torch::cat(pieces);
+      if (names.size() != t.parts.size()) continue;
+      std::vector<int64_t> sizes = shapes[0];  // the parts stacked along dim 0
+      bool stackable = true;
+      for (size_t i = 1; i < shapes.size(); ++i) {
+        stackable = stackable && shapes[i].size() == sizes.size() &&
+                    std::equal(shapes[i].begin() + 1, shapes[i].end(), sizes.begin() + 1);
+        if (!sizes.empty() && !shapes[i].empty()) sizes[0] += shapes[i][0];
+      }
       torch::Tensor& p = params.at(t.ours);
       // A tensor-parallel slice is checked against the whole tensor it is cut from.
       const TpSplit split = splits.at(t.ours);
       const std::vector<int64_t> whole = TpWholeSizes(p.sizes(), split, model.tp().size);
-      if (value.sizes() != whole) {
+      if (!stackable || sizes != whole) {
+        const std::string what = stackable ? c10::str(c10::IntArrayRef(sizes)) : "of parts that do not stack";
         throw Error(from + ": " + prefix + t.parts[0].name + (t.parts.size() > 1 ? " (fused with the k/v parts)" : "") +
-                    " is " + c10::str(value.sizes()) + ", but " + t.ours + " needs " + c10::str(c10::IntArrayRef(whole)) +
+                    " is " + what + ", but " + t.ours + " needs " + c10::str(c10::IntArrayRef(whole)) +
                     "; check " + module + " against the checkpoint's config");
       }
-      p.copy_(TpSlice(value, split, model.tp()));
+      // Part i, cut as `cut` for this rank: only those bytes are copied out of the mapped file.
+      const TpShard& shard = model.tp();
+      auto read = [&](size_t i, TpSplit cut) {
+        if (names[i].empty()) return TpSlice(torch::zeros(shapes[i]), cut, shard);
+        if (cut == TpSplit::kReplicated || !shard.active()) return source.Get(names[i]).to(torch::kFloat);
+        const int dim = cut == TpSplit::kDim1 ? 1 : 0;
+        const int64_t n = shapes[i][dim];
+        return source.File(names[i]).GetSlice(names[i], dim, shard.Begin(n), shard.Length(n)).to(torch::kFloat);
+      };
+      // Cut part by part where the parts are what the split cuts: one tensor, or the q/k/v blocks of a fused
+      // projection; otherwise (a fused projection stored fused) the whole is read and cut.
+      const bool by_part = split == TpSplit::kQkv ? t.parts.size() == 3 : t.parts.size() == 1;
+      std::vector<torch::Tensor> pieces;
+      for (size_t i = 0; i < t.parts.size(); ++i) {
+        pieces.push_back(read(i, !by_part ? TpSplit::kReplicated : split == TpSplit::kQkv ? TpSplit::kDim0 : split));
+      }
+      const torch::Tensor value = pieces.size() == 1 ? pieces[0] : torch::cat(pieces);
+      p.copy_(by_part ? value : TpSlice(value, split, shard));
     }
   }
   if (!llm) {

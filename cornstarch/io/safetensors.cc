@@ -102,17 +102,44 @@ SafetensorsFile::~SafetensorsFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-at::Tensor SafetensorsFile::Get(const std::string& name) const {
+const SafetensorsEntry& SafetensorsFile::Entry(const std::string& name, at::ScalarType* type) const {
   const auto it = header_.tensors.find(name);
   if (it == header_.tensors.end()) throw Error(path_ + ": no tensor '" + name + "'");
-  const SafetensorsEntry& e = it->second;
-  const at::ScalarType type = TorchType(e.dtype);
-  if (type == at::ScalarType::Undefined) {
-    throw Error(path_ + ": tensor '" + name + "': dtype " + e.dtype + " has no LibTorch equivalent here");
+  *type = TorchType(it->second.dtype);
+  if (*type == at::ScalarType::Undefined) {
+    throw Error(path_ + ": tensor '" + name + "': dtype " + it->second.dtype + " has no LibTorch equivalent here");
   }
+  return it->second;
+}
+
+at::Tensor SafetensorsFile::Get(const std::string& name) const {
+  at::ScalarType type;
+  const SafetensorsEntry& e = Entry(name, &type);
   // Copied rather than wrapped: offsets need not be aligned for the dtype, and the mapping outlives no one.
   at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(type));
   if (e.end > e.begin) std::memcpy(t.data_ptr(), data_ + header_.data_start + e.begin, e.end - e.begin);
+  return t;
+}
+
+at::Tensor SafetensorsFile::GetSlice(const std::string& name, int dim, int64_t begin, int64_t length) const {
+  at::ScalarType type;
+  const SafetensorsEntry& e = Entry(name, &type);
+  const auto rank = static_cast<int>(e.shape.size());
+  CS_CHECK((dim == 0 || dim == 1) && dim < rank && begin >= 0 && length >= 0 && begin + length <= e.shape[dim],
+           path_, ": tensor '", name, "' of shape ", c10::IntArrayRef(e.shape), " has no elements [", begin, ", ",
+           begin + length, ") along dim ", dim);
+  std::vector<int64_t> shape = e.shape;
+  shape[dim] = length;
+  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(type));
+  // Row-major: `outer` runs of [e.shape[dim] x inner] elements, of which each keeps [begin, begin + length) x inner.
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < dim; ++d) outer *= e.shape[d];
+  for (int d = dim + 1; d < rank; ++d) inner *= e.shape[d];
+  const auto bytes = static_cast<int64_t>(c10::elementSize(type));
+  const int64_t run = length * inner * bytes, stride = e.shape[dim] * inner * bytes;
+  const uint8_t* src = data_ + header_.data_start + e.begin + begin * inner * bytes;
+  auto* dst = static_cast<uint8_t*>(t.data_ptr());
+  for (int64_t o = 0; o < outer && run > 0; ++o) std::memcpy(dst + o * run, src + o * stride, run);
   return t;
 }
 

@@ -31,8 +31,13 @@ class SafetensorsFile {
 
   // A copy of the tensor (CPU); throws Error naming the file when it is absent.
   at::Tensor Get(const std::string& name) const;
+  // A copy of elements [begin, begin + length) along dim `dim` (0 or 1), the other dims whole: a tensor-parallel
+  // rank's slice, read without touching the rest of the tensor's bytes.
+  at::Tensor GetSlice(const std::string& name, int dim, int64_t begin, int64_t length) const;
 
  private:
+  const SafetensorsEntry& Entry(const std::string& name, at::ScalarType* type) const;
+
   std::string path_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;

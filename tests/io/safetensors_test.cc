@@ -1,5 +1,5 @@
-// The safetensors reader and writer: round trips over every dtype LibTorch has, a file built byte by byte as the
-// format describes it, and hand-made broken files, each of which must fail at open with the file (and the tensor
+// The safetensors reader and writer: round trips over every dtype LibTorch has, slices read along dim 0 or 1
+// against narrow(), a file built byte by byte as the format describes it, and hand-made broken files, each of which must fail at open with the file (and the tensor
 // at fault) named.
 #include <torch/torch.h>
 
@@ -75,6 +75,36 @@ TEST_CASE("round trip over every dtype, empty and 0-d tensors, with metadata", "
   CHECK(f.header().tensors.at("bf16").dtype == "BF16");
   CHECK(f.header().tensors.at("u8").dtype == "U8");
   CHECK_THROWS_WITH(f.Get("missing"), path + ": no tensor 'missing'");
+}
+
+TEST_CASE("a slice along dim 0 or 1 equals the same narrow of the whole tensor, every range", "[safetensors]") {
+  torch::manual_seed(1);
+  const std::vector<std::pair<std::string, torch::Tensor>> tensors = {
+      {"f32", torch::randn({6, 10})},
+      {"bf16", torch::randn({4, 6, 3}).to(torch::kBFloat16)},
+      {"i64", torch::arange(0, 12, torch::kLong)},
+  };
+  const std::string path = TempPath("slices.safetensors");
+  WriteSafetensors(path, tensors);
+  const SafetensorsFile f(path);
+  int checked = 0;
+  for (const auto& [name, t] : tensors) {
+    for (int dim = 0; dim < std::min<int>(2, static_cast<int>(t.dim())); ++dim) {
+      for (int64_t begin = 0; begin <= t.size(dim); ++begin) {
+        for (int64_t length = 0; begin + length <= t.size(dim); ++length) {
+          INFO(name << " dim " << dim << " [" << begin << ", " << begin + length << ")");
+          const torch::Tensor slice = f.GetSlice(name, dim, begin, length);
+          CHECK(slice.scalar_type() == t.scalar_type());
+          CHECK(torch::equal(slice, t.narrow(dim, begin, length)));
+          ++checked;
+        }
+      }
+    }
+  }
+  CHECK(checked > 100);
+  CHECK_THROWS_WITH(f.GetSlice("f32", 1, 8, 3),
+                    Contains(path + ": tensor 'f32' of shape [6, 10] has no elements [8, 11) along dim 1"));
+  CHECK_THROWS_WITH(f.GetSlice("i64", 1, 0, 1), Contains("along dim 1"));
 }
 
 TEST_CASE("a file built byte by byte from the format description reads back", "[safetensors]") {
