@@ -1,6 +1,6 @@
 // The safetensors reader and writer: round trips over every dtype LibTorch has, slices read along dim 0 or 1
-// against narrow(), a file built byte by byte as the format describes it, and hand-made broken files, each of which must fail at open with the file (and the tensor
-// at fault) named.
+// against narrow(), a file built byte by byte as the format describes it, and hand-made broken files, each of which
+// must fail at open with the file (and the tensor at fault) named.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
