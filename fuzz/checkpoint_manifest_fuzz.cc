@@ -1,5 +1,5 @@
 // A checkpoint's manifest and shard sidecars (train/checkpoint_manifest.h) on arbitrary text, and every tensor name
-// of a sidecar that parses as a piece name. Seeds: the manifest and sidecars of checkpoints written by the project.
+// of a sidecar that parses as a piece or tp slice name. Seeds: the manifest and sidecars of checkpoints written by the project.
 #include "cornstarch/train/checkpoint_manifest.h"
 #include "fuzz/refuse_cleanly.h"
 
@@ -9,6 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return cornstarch::fuzz::RefuseCleanly([&] {
     for (const std::string& name : cornstarch::ParseShardSidecar(text, "stage-0.json").tensors) {
       cornstarch::ParsePieceName(name);
+      cornstarch::ParseTpSliceName(name);
     }
   });
 }

@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cornstarch/plan/tp_split.h"
+
 namespace cornstarch {
 
 class Communicator;
@@ -43,11 +45,6 @@ struct TpShard {
   int64_t Begin(int64_t n) const { return n / size * rank; }
   int64_t Length(int64_t n) const { return n / size; }
 };
-
-// How a parameter is laid over the tp ranks: whole on every rank, cut along dim 0 or dim 1, or (kQkv) a fused
-// q/k/v projection: dim 0 holds three blocks of equal height, each cut along dim 0, so that a rank keeps the same
-// heads of q, k and v.
-enum class TpSplit { kReplicated, kDim0, kDim1, kQkv };
 
 // Identity forward; the backward sums the gradient over `tp`. Before a column-parallel layer.
 torch::Tensor TpCopy(const torch::Tensor& x, Communicator* tp);

@@ -57,8 +57,9 @@ void Fs(const std::string& what, F&& f) {
 
 std::string CheckpointDirName(int64_t step) { return fmt::format("step-{:08d}", step); }
 
-std::string ShardName(int stage, int dp) {
-  return "stage-" + std::to_string(stage) + (dp > 0 ? "-dp-" + std::to_string(dp) : "");
+std::string ShardName(int stage, int dp, int tp) {
+  return "stage-" + std::to_string(stage) + (dp > 0 ? "-dp-" + std::to_string(dp) : "") +
+         (tp > 0 ? "-tp-" + std::to_string(tp) : "");
 }
 
 std::vector<int64_t> CompleteCheckpoints(const std::string& dir) {
@@ -162,6 +163,12 @@ CheckpointReader::CheckpointReader(const std::string& dir, const Config& config)
       file_of_[name] = s.file;
       if (const std::optional<TensorPiece> p = ParsePieceName(name)) {
         pieces_[p->tensor].push_back({p->begin, p->end, name});
+      } else if (const std::optional<TpSliceName> t = ParseTpSliceName(name)) {
+        Slices& s = slices_.try_emplace(t->tensor, Slices{t->split, std::vector<std::string>(t->size)}).first->second;
+        if (s.split != t->split || static_cast<int>(s.names.size()) != t->size || !s.names[t->rank].empty()) {
+          throw Error(sidecar_path + ": tp slice '" + name + "' disagrees with another slice of '" + t->tensor + "'");
+        }
+        s.names[t->rank] = name;
       }
     }
   }
@@ -191,11 +198,48 @@ const SafetensorsFile& CheckpointReader::Shard(const std::string& file) {
 
 at::Tensor CheckpointReader::Get(const std::string& name) { return Shard(file_of_.at(name)).Get(name); }
 
+at::Tensor CheckpointReader::Assemble(const std::string& name) {
+  const Slices& s = slices_.at(name);
+  std::vector<at::Tensor> slices;
+  for (size_t r = 0; r < s.names.size(); ++r) {
+    if (s.names[r].empty()) {
+      throw Error(dir_ + ": tensor '" + name + "' lacks the slice of tp rank " + std::to_string(r) + " of " +
+                  std::to_string(s.names.size()));
+    }
+    slices.push_back(Get(s.names[r]));
+  }
+  try {
+    if (s.split != TpSplit::kQkv) return at::cat(slices, s.split == TpSplit::kDim1 ? 1 : 0);
+    std::vector<at::Tensor> blocks;  // q, k, v: each the ranks' pieces of it in rank order
+    for (int64_t b = 0; b < 3; ++b) {
+      std::vector<at::Tensor> pieces;
+      for (const at::Tensor& slice : slices) pieces.push_back(slice.chunk(3).at(static_cast<size_t>(b)));
+      blocks.push_back(at::cat(pieces));
+    }
+    return at::cat(blocks);
+  } catch (const c10::Error&) {
+    throw Error(dir_ + ": the tp slices of tensor '" + name + "' do not fit together");
+  }
+}
+
+void CheckpointReader::ReadTpSlice(const std::string& name, TpSplit split, const TpShard& shard,
+                                   const at::Tensor& into) {
+  const auto it = slices_.find(name);
+  if (it != slices_.end() && it->second.split == split && static_cast<int>(it->second.names.size()) == shard.size) {
+    Read(it->second.names[static_cast<size_t>(shard.rank)], into);
+    return;
+  }
+  const at::Tensor whole = at::empty(TpWholeSizes(into.sizes(), split, shard.size), into.options());
+  Read(name, whole);
+  at::NoGradGuard no_grad;
+  into.copy_(TpSlice(whole, split, shard));
+}
+
 void CheckpointReader::Read(const std::string& name, const at::Tensor& into) {
-  if (file_of_.count(name)) {
-    const at::Tensor t = Get(name);
+  if (file_of_.count(name) || slices_.count(name)) {
+    const at::Tensor t = file_of_.count(name) ? Get(name) : Assemble(name);
     if (t.sizes() != into.sizes() || t.scalar_type() != into.scalar_type()) {
-      throw Error(Shard(file_of_.at(name)).path() + ": tensor '" + name + "' is " +
+      throw Error((file_of_.count(name) ? Shard(file_of_.at(name)).path() : dir_) + ": tensor '" + name + "' is " +
                   std::string(c10::toString(t.scalar_type())) + " " + c10::str(t.sizes()) + ", the model needs " +
                   std::string(c10::toString(into.scalar_type())) + " " + c10::str(into.sizes()));
     }
@@ -212,6 +256,15 @@ void CheckpointReader::ReadRange(const std::string& name, int64_t numel, int64_t
   CS_CHECK(begin >= 0 && begin + n <= numel, "range [", begin, ", ", begin + n, ") of ", numel, " elements");
   // Each stored piece: its element range and tensor name (a whole tensor is the piece [0, numel)).
   std::vector<Piece> pieces;
+  if (slices_.count(name)) {
+    const at::Tensor whole = Assemble(name);
+    if (whole.numel() != numel) {
+      throw Error(dir_ + ": tensor '" + name + "' has " + std::to_string(whole.numel()) +
+                  " elements, the model needs " + std::to_string(numel));
+    }
+    into.view({-1}).copy_(whole.reshape({-1}).narrow(0, begin, n));
+    return;
+  }
   if (file_of_.count(name)) {
     pieces.push_back({0, Get(name).numel(), name});
   } else if (pieces_.count(name)) {

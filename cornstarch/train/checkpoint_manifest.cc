@@ -1,8 +1,11 @@
 #include "cornstarch/train/checkpoint_manifest.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <iterator>
 #include <type_traits>
+#include <utility>
 
 #include "cornstarch/base/check.h"
 #include "cornstarch/base/json.h"
@@ -117,6 +120,44 @@ std::optional<TensorPiece> ParsePieceName(const std::string& name) {
   if (!number(open + 1, colon, p.begin) || !number(colon + 1, name.size() - 1, p.end)) return std::nullopt;
   if (p.begin > p.end) throw Error("tensor piece '" + name + "': the range ends before it begins");
   return p;
+}
+
+namespace {
+
+constexpr std::pair<TpSplit, const char*> kCuts[] = {{TpSplit::kDim0, "dim0"}, {TpSplit::kDim1, "dim1"},
+                                                     {TpSplit::kQkv, "qkv"}};
+
+}  // namespace
+
+std::string FormatTpSliceName(const TpSliceName& slice) {
+  for (const auto& [split, cut] : kCuts) {
+    if (split == slice.split) {
+      return slice.tensor + "@tp" + std::to_string(slice.rank) + "/" + std::to_string(slice.size) + ":" + cut;
+    }
+  }
+  throw Error("tensor '" + slice.tensor + "': a whole tensor has no tp slice name");
+}
+
+std::optional<TpSliceName> ParseTpSliceName(const std::string& name) {
+  const size_t at = name.rfind("@tp");
+  if (at == std::string::npos || at == 0) return std::nullopt;
+  const size_t slash = name.find('/', at), colon = name.find(':', at);
+  if (slash == std::string::npos || colon == std::string::npos || colon < slash) return std::nullopt;
+  TpSliceName s{name.substr(0, at)};
+  auto number = [&](size_t from, size_t to, int& out) {
+    const char* first = name.data() + from;
+    const char* last = name.data() + to;
+    const auto [end, ec] = std::from_chars(first, last, out);
+    return first != last && *first != '-' && ec == std::errc() && end == last;
+  };
+  if (!number(at + 3, slash, s.rank) || !number(slash + 1, colon, s.size)) return std::nullopt;
+  const std::string cut = name.substr(colon + 1);
+  const auto* known = std::find_if(std::begin(kCuts), std::end(kCuts), [&](const auto& c) { return cut == c.second; });
+  if (known == std::end(kCuts)) throw Error("tensor slice '" + name + "': cut '" + cut + "' is none of dim0, dim1, qkv");
+  if (s.rank >= s.size) throw Error("tensor slice '" + name + "': tp rank " + std::to_string(s.rank) + " of " +
+                                    std::to_string(s.size));
+  s.split = known->first;
+  return s;
 }
 
 }  // namespace cornstarch

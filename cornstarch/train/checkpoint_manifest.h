@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cornstarch/plan/tp_split.h"
+
 namespace cornstarch {
 
 inline constexpr const char* kCheckpointFormat = "cornstarch-checkpoint";
@@ -44,5 +46,17 @@ struct TensorPiece {
 // The piece `name` denotes; nullopt when it is a plain tensor name. Throws Error for a range that is reversed or
 // does not fit 64 bits.
 std::optional<TensorPiece> ParsePieceName(const std::string& name);
+
+// A tensor-parallel rank's slice "<tensor>@tp<rank>/<size>:<cut>" (cut: dim0, dim1 or qkv, as TpSplit): what
+// tp rank `rank` of `size` holds of <tensor>, cut as `split`.
+struct TpSliceName {
+  std::string tensor;
+  int rank = 0, size = 1;
+  TpSplit split = TpSplit::kDim0;
+};
+
+std::string FormatTpSliceName(const TpSliceName& slice);
+// The slice `name` denotes; nullopt when it denotes none. Throws Error for a rank outside [0, size) or an unknown cut.
+std::optional<TpSliceName> ParseTpSliceName(const std::string& name);
 
 }  // namespace cornstarch

@@ -10,6 +10,7 @@
 #include "cornstarch/io/hf_weights.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/train/adamw.h"
+#include "cornstarch/train/checkpoint_manifest.h"
 
 namespace cornstarch {
 
@@ -86,8 +87,9 @@ NamedTensors Checkpointer::AssembledSplitMoments() const {
         if (s.param == static_cast<int>(j)) slice.narrow(0, s.begin, s.length).copy_((*moments)[i].reshape({-1}));
       }
       dp.AllReduce(slice, ReduceOp::kSum);
-      at::Tensor whole = TpGather(slice.view(p.sizes), p.split, runtime_.group(Axis::kTP));
-      if (dp.rank() == 0) out.emplace_back(prefix + p.name.substr(std::string("model.").size()), std::move(whole));
+      const std::string name = prefix + p.name.substr(std::string("model.").size());
+      if (dp.rank() == 0) out.emplace_back(FormatTpSliceName({name, model_.tp().rank, model_.tp().size, p.split}),
+                                           slice.view(p.sizes));
     }
   }
   return out;
@@ -99,13 +101,15 @@ void Checkpointer::ReadPiece(CheckpointReader& reader, const StatePiece& s) cons
     else reader.ReadRange(s.name, s.numel, s.begin, s.state);
     return;
   }
-  // A tp slice, or (a sharded optimizer's) a range of one: cut out of the whole tensor.
-  const at::Tensor whole =
-      at::empty(TpWholeSizes(s.sizes, s.split, model_.tp().size), s.state.options().requires_grad(false));
-  reader.Read(s.name, whole);
+  if (s.whole) {
+    reader.ReadTpSlice(s.name, s.split, model_.tp(), s.state);
+    return;
+  }
+  // A sharded optimizer's range of a tp slice.
+  const at::Tensor slice = at::empty(s.sizes, s.state.options().requires_grad(false));
+  reader.ReadTpSlice(s.name, s.split, model_.tp(), slice);
   at::NoGradGuard no_grad;
-  const at::Tensor slice = TpSlice(whole, s.split, model_.tp());
-  s.state.copy_(s.whole ? slice : slice.reshape({-1}).narrow(0, s.begin, s.state.numel()).reshape_as(s.state));
+  s.state.copy_(slice.reshape({-1}).narrow(0, s.begin, s.state.numel()).reshape_as(s.state));
 }
 
 int64_t Checkpointer::Restore() {
@@ -131,15 +135,25 @@ bool Checkpointer::Due(int64_t step) const {
 
 void Checkpointer::Save(int64_t step) {
   NamedTensors shard;
+  const TpShard& tp = model_.tp();
+  // A tp slice goes into this rank's own shard under its slice name; what every tp rank holds whole, the first
+  // writes.
+  auto keep = [&](const std::string& name, const at::Tensor& t, TpSplit split) {
+    if (split != TpSplit::kReplicated && tp.active()) {
+      shard.emplace_back(FormatTpSliceName({name, tp.rank, tp.size, split}), t);
+    } else if (tp.rank == 0) {
+      shard.emplace_back(name, t);
+    }
+  };
   if (WritesModel()) {
-    for (const StatePiece& s : ModelState()) shard.emplace_back(s.name, Whole(s));
+    for (const StatePiece& s : ModelState()) keep(s.name, s.state, s.split);
   }
   if (WritesState()) {
-    const bool assembled = ShardedOverDp() && model_.tp().active();
+    // Sharded over dp, a rank holds ranges of its tp slices: assembled over dp first (a slice has no ranges).
+    const bool assembled = ShardedOverDp() && tp.active();
     for (const StatePiece& s : OptimizerState()) {
-      if (assembled && s.split != TpSplit::kReplicated) continue;  // below
-      const std::string range = fmt::format("[{}:{}]", s.begin, s.begin + s.state.numel());
-      shard.emplace_back(s.whole ? s.name : s.name + range, Whole(s));
+      if (assembled && s.split != TpSplit::kReplicated) continue;
+      keep(s.whole ? s.name : s.name + fmt::format("[{}:{}]", s.begin, s.begin + s.state.numel()), s.state, s.split);
     }
     if (assembled) {
       for (auto& named : AssembledSplitMoments()) shard.push_back(std::move(named));
@@ -149,12 +163,11 @@ void Checkpointer::Save(int64_t step) {
   std::vector<std::string> names;
   for (int stage = 0; stage < d.degree(Axis::kPP); ++stage) {
     for (int dp = 0; dp < (config_.optimizer.shard ? d.degree(Axis::kDP) : 1); ++dp) {
-      names.push_back(ShardName(stage, dp));
+      for (int t = 0; t < d.degree(Axis::kTP); ++t) names.push_back(ShardName(stage, dp, t));
     }
   }
   const ParallelDims::Coord c = runtime_.coord();
-  const bool writes = (WritesModel() || WritesState()) && c.tp == 0;
-  if (!writes) shard.clear();
+  const bool writes = WritesModel() || WritesState();
   // Every dp rank knows only its own data streams: gathered in stream order (dp rank r holds the r-th block).
   const std::vector<std::vector<int64_t>> mine = data_.StreamStates(step);
   std::vector<std::vector<int64_t>> streams;
@@ -173,7 +186,7 @@ void Checkpointer::Save(int64_t step) {
       streams.emplace_back(row, row + width);
     }
   }
-  SaveCheckpoint(config_, runtime_, step, optimizer_.step_count(), shard, writes ? ShardName(c.pp, c.dp) : "", names,
+  SaveCheckpoint(config_, runtime_, step, optimizer_.step_count(), shard, writes ? ShardName(c.pp, c.dp, c.tp) : "", names,
                  streams);
   if (runtime_.rank() == 0) spdlog::info("saved {}", config_.checkpoint.dir + "/" + CheckpointDirName(step));
 }

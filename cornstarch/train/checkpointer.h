@@ -1,11 +1,12 @@
 // This rank's training state on disk. The stage's first data- and context-parallel rank writes its parameters
 // ("model.<name>") and, unsharded, the AdamW moments of the trainable ones ("exp_avg.<name>", "exp_avg_sq.<name>");
 // with a sharded optimizer each dp rank writes the slices of the moments it owns. Everything is read back by name
-// and element range (train/checkpoint.h), so any layout, sharded or not, resumes any other. Tensor-parallel
-// slices are gathered over the tp group and written whole by its first rank, as one process would write them;
-// on restore each rank cuts its slice out again, so a checkpoint of any tp resumes at any other. A range of a tp
-// slice is not a range of the whole tensor, so with a sharded optimizer the moments of tp-split parameters are
-// first assembled over the dp group (its first rank writes them whole); the rest stays in per-rank ranges. At the
+// and element range (train/checkpoint.h), so any layout, sharded or not, resumes any other. Every tp rank writes
+// its own slices into its own shard (nothing is gathered); on restore a rank reads its slice straight from the file
+// at the same tp, or cuts it out of the whole tensor the reader assembles from the slices, so a checkpoint of any
+// tp resumes at any other. A range of a tp slice is not a range of the whole tensor, so with a sharded optimizer
+// the moments of tp-split parameters are first assembled over the dp group (its first rank writes the slice); the
+// rest stays in per-rank ranges. At the
 // end the model can be exported in Hugging Face layout: every stage writes its shard, rank 0 the index
 // (io/hf_weights.h). A streamed dataset's position (every data stream's cursor at the step) goes into the manifest.
 #pragma once
@@ -54,9 +55,10 @@ class Checkpointer {
   std::vector<StatePiece> ModelState() const;  // the parameters as "model.<name>", whole pieces
   // Reads piece `s` from the checkpoint: its slice of the whole tensor when tensor-parallel.
   void ReadPiece(CheckpointReader& reader, const StatePiece& s) const;
-  // What is written: the tensor itself, or (a tp slice) the whole tensor gathered over the tp group.
+  // The whole tensor: the piece itself, or (a tp slice) gathered over the tp group. For the Hugging Face export.
   at::Tensor Whole(const StatePiece& s) const;
-  // Collective over dp and tp, sharded optimizer only: the moments of every tp-split trainable parameter, whole.
+  // Collective over dp, for a sharded optimizer under tp: this rank's tp slice of the moments of every tp-split
+  // trainable parameter, assembled from the dp ranks' ranges, under its slice name (on the dp group's first rank).
   NamedTensors AssembledSplitMoments() const;
   bool ShardedOverDp() const;  // the optimizer's moments are split over the dp ranks
   bool WritesModel() const;  // this rank's tp group writes its stage's parameters

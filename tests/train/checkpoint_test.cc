@@ -176,6 +176,22 @@ TEST_CASE("manifests, sidecars and piece names from untrusted text", "[checkpoin
   CHECK_FALSE(ParsePieceName("w[99999999999999999999:1]"));  // not a range that fits: a plain name
   CHECK_FALSE(ParsePieceName("w[-1:3]"));
   CHECK_THAT(ErrorOf([] { ParsePieceName("w[9:3]"); }), Contains("'w[9:3]': the range ends before it begins"));
+  // tp slice names round-trip for every cut; anything else is a plain name or a clear error.
+  for (const TpSplit split : {TpSplit::kDim0, TpSplit::kDim1, TpSplit::kQkv}) {
+    const std::string name = FormatTpSliceName({"exp_avg.encoder.vision.block.0.qkv.weight", 2, 4, split});
+    const std::optional<TpSliceName> s = ParseTpSliceName(name);
+    REQUIRE(s);
+    CHECK(s->tensor == "exp_avg.encoder.vision.block.0.qkv.weight");
+    CHECK((s->rank == 2 && s->size == 4 && s->split == split));
+  }
+  CHECK(FormatTpSliceName({"model.w", 1, 2, TpSplit::kDim1}) == "model.w@tp1/2:dim1");
+  CHECK_FALSE(ParseTpSliceName("model.llm.head.weight"));
+  CHECK_FALSE(ParseTpSliceName("w@tp-1/2:dim0"));
+  CHECK_FALSE(ParseTpSliceName("@tp0/2:dim0"));
+  CHECK_THAT(ErrorOf([] { ParseTpSliceName("w@tp2/2:dim0"); }), Contains("'w@tp2/2:dim0': tp rank 2 of 2"));
+  CHECK_THAT(ErrorOf([] { ParseTpSliceName("w@tp0/2:rows"); }), Contains("cut 'rows' is none of dim0, dim1, qkv"));
+  CHECK_THAT(ErrorOf([] { FormatTpSliceName({"w", 0, 2, TpSplit::kReplicated}); }),
+             Contains("a whole tensor has no tp slice name"));
 }
 
 TEST_CASE("metrics: CSV with a header; a resumed run keeps the records up to its checkpoint", "[metrics]") {

@@ -7,8 +7,9 @@
 // sequence parallelism tp = 2 and 4 (sequences cut evenly and unevenly), with recomputation, tp x pp, tp x dp, tp x cp
 // and pp x tp x cp. The sequence-parallel gather and reduce-scatter against dense sums with their
 // gradients (1e-12 in float64). Also the vocabulary-parallel cross-entropy
-// against float64 cross-entropy over the whole logits (loss and both gradients, 1e-6), a checkpoint written at
-// tp = 2 resumed by a single process (tp = 1): its next losses are the uninterrupted run's, and Hugging Face
+// against float64 cross-entropy over the whole logits (loss and both gradients, 1e-6), checkpoints of per-rank
+// slices written at tp = 2 resumed at tp = 2 (bitwise), by a single process and (from tp = 2 x dp = 2) at tp = 4:
+// the next losses are the uninterrupted run's, and Hugging Face
 // weights of the LLM and both towers: loaded into slices, and exported whole by a tp run (both exact).
 #include <torch/torch.h>
 
@@ -19,10 +20,12 @@
 #include "cornstarch/data/demo_dataset.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/io/hf_weights.h"
+#include "cornstarch/io/safetensors.h"
 #include "cornstarch/model/lm_loss.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/model/tensor_parallel.h"
 #include "cornstarch/plan/config.h"
+#include "cornstarch/train/checkpoint_manifest.h"
 #include "cornstarch/train/trainer.h"
 #include "tests/loss_curve.h"
 #include "tests/temp_path.h"
@@ -213,7 +216,7 @@ TEST_CASE("vocabulary-parallel cross-entropy equals float64 cross-entropy over t
   CHECK(torch::allclose(w.grad().to(torch::kDouble), TpSlice(w64.grad(), TpSplit::kDim0, shard), 1e-6, 1e-6));
 }
 
-TEST_CASE("a checkpoint written at tp = 2 resumes in one process with the uninterrupted run's losses", "[tp]") {
+TEST_CASE("a checkpoint written at tp = 2 holds per-rank slices and resumes at tp = 2 and in one process", "[tp]") {
   const LaunchEnv env = DetectLaunchEnv();
   if (env.world_size != 2) return;  // the 2-rank job covers it
   std::vector<std::string> overrides = Overrides("configs/tiny-llava.yaml", env.rank);
@@ -227,14 +230,52 @@ TEST_CASE("a checkpoint written at tp = 2 resumes in one process with the uninte
   const std::vector<StepMetrics> uninterrupted = Trainer(single).Run();
 
   DistRuntime runtime(cfg.parallel, env, nullptr, nullptr);
-  Trainer(cfg, runtime).Run();  // saves steps 5 and 10
+  const std::vector<StepMetrics> tp_run = Trainer(cfg, runtime).Run();  // saves steps 5 and 10
   runtime.world().Barrier();
+  // Each tp rank wrote its own shard: the second holds slices only, 1/tp of each split tensor.
+  const SafetensorsFile second(dir + "/step-00000005/stage-0-tp-1.safetensors");
+  int slices = 0;
+  for (const auto& [name, entry] : second.header().tensors) {
+    INFO(name);
+    const std::optional<TpSliceName> slice = ParseTpSliceName(name);
+    REQUIRE(slice);
+    CHECK((slice->rank == 1 && slice->size == 2));
+    ++slices;
+  }
+  CHECK(slices > 0);
+  {
+    INFO("tp = 2 from its own checkpoint (each rank reads its slices straight from its shard): bitwise");
+    Config again = cfg;
+    again.checkpoint.dir = TempPath("tp-checkpoint-again");
+    again.checkpoint.resume = dir + "/step-00000005";
+    CheckSameCurve(Trainer(again, runtime).Run(), tp_run, 0, /*first=*/5);
+  }
   // Each rank resumes step 5 on its own, as one process would.
   Config resumed = single;
   resumed.checkpoint.dir = TempPath("tp-checkpoint-resumed-r" + std::to_string(env.rank));
   resumed.checkpoint.resume = dir + "/step-00000005";
   const std::vector<StepMetrics> tail = Trainer(resumed).Run();
   CheckSameCurve(tail, uninterrupted, 1e-5, /*first=*/5);
+}
+
+TEST_CASE("a checkpoint written at tp = 2 x dp = 2 resumes at tp = 4 with the uninterrupted run's losses", "[tp]") {
+  const LaunchEnv env = DetectLaunchEnv();
+  if (env.world_size != 4) return;  // the 4-rank job covers it
+  std::vector<std::string> overrides = Overrides("configs/tiny.yaml", env.rank);
+  const std::string dir = TempPath("tp2-dp2-checkpoint");
+  overrides.insert(overrides.end(), {"checkpoint.dir=" + dir, "checkpoint.interval=5", "model.llm.num_kv_heads=4",
+                                     "parallel.tp=2", "parallel.dp=2"});
+  const Config cfg = LoadConfig("configs/tiny.yaml", overrides);
+  DistRuntime runtime(cfg.parallel, env, nullptr, nullptr);
+  const std::vector<StepMetrics> uninterrupted = Trainer(cfg, runtime).Run();
+  runtime.world().Barrier();
+  Config tp4 = cfg;
+  tp4.parallel.tp = 4;
+  tp4.parallel.dp = 1;
+  tp4.checkpoint.dir = TempPath("tp4-resumed");
+  tp4.checkpoint.resume = dir + "/step-00000005";
+  DistRuntime tp4_runtime(tp4.parallel, env, nullptr, nullptr);
+  CheckSameCurve(Trainer(tp4, tp4_runtime).Run(), uninterrupted, 1e-5, /*first=*/5);
 }
 
 TEST_CASE("Hugging Face weights load into tp slices, and a tp run exports them whole", "[tp][hf]") {
