@@ -1,5 +1,6 @@
 // A checkpoint's manifest and shard sidecars (train/checkpoint_manifest.h) on arbitrary text, and every tensor name
-// of a sidecar that parses as a piece or tp slice name. Seeds: the manifest and sidecars of checkpoints written by the project.
+// of a sidecar that parses as a piece or tp slice name. Seeds: the manifest and sidecars of checkpoints written by
+// the project.
 #include "cornstarch/train/checkpoint_manifest.h"
 #include "fuzz/refuse_cleanly.h"
 

@@ -4,8 +4,9 @@
 // slice of the moments and writes it ("stage-<s>-dp-<r>" for r > 0) as pieces "exp_avg.<name>[begin:end]" (flat
 // element range of the parameter). Under tensor parallelism every tp rank writes its own shard ("-tp-<t>" for
 // t > 0) with its slices of the split tensors as "<name>@tp<t>/<size>:<cut>" (train/checkpoint_manifest.h); the
-// first tp rank also writes the tensors every tp rank holds whole. Next to each shard a sidecar with its size, checksum and tensor names; and
-// manifest.json (step, optimizer step, samples consumed, layout, seed and batch size, the shards), written last.
+// first tp rank also writes the tensors every tp rank holds whole. Next to each shard a sidecar with its size,
+// checksum and tensor names; and manifest.json (step, optimizer step, samples consumed, layout, seed and batch
+// size, the shards), written last.
 // The directory is assembled under a ".tmp" name and renamed once complete, so a job killed while saving never
 // leaves a directory that looks complete. Training draws no random numbers after initialisation (samples are a
 // function of (seed, index)), so step and samples consumed are the whole data and RNG position.

@@ -153,7 +153,9 @@ std::optional<TpSliceName> ParseTpSliceName(const std::string& name) {
   if (!number(at + 3, slash, s.rank) || !number(slash + 1, colon, s.size)) return std::nullopt;
   const std::string cut = name.substr(colon + 1);
   const auto* known = std::find_if(std::begin(kCuts), std::end(kCuts), [&](const auto& c) { return cut == c.second; });
-  if (known == std::end(kCuts)) throw Error("tensor slice '" + name + "': cut '" + cut + "' is none of dim0, dim1, qkv");
+  if (known == std::end(kCuts)) {
+    throw Error("tensor slice '" + name + "': cut '" + cut + "' is none of dim0, dim1, qkv");
+  }
   if (s.rank >= s.size) throw Error("tensor slice '" + name + "': tp rank " + std::to_string(s.rank) + " of " +
                                     std::to_string(s.size));
   s.split = known->first;

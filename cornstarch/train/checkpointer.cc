@@ -186,8 +186,8 @@ void Checkpointer::Save(int64_t step) {
       streams.emplace_back(row, row + width);
     }
   }
-  SaveCheckpoint(config_, runtime_, step, optimizer_.step_count(), shard, writes ? ShardName(c.pp, c.dp, c.tp) : "", names,
-                 streams);
+  SaveCheckpoint(config_, runtime_, step, optimizer_.step_count(), shard, writes ? ShardName(c.pp, c.dp, c.tp) : "",
+                 names, streams);
   if (runtime_.rank() == 0) spdlog::info("saved {}", config_.checkpoint.dir + "/" + CheckpointDirName(step));
 }
 
