@@ -1,16 +1,21 @@
 // cornstarch-plan: the pipeline plan of a config without training and without MPI. For each placement
 // (frozen-aware, uniform layer counts, colocated encoders) prints the stages with their layers and frozen-aware
-// costs and estimated peak memory, the simulated 1F1B step and its bubble, and writes the frozen-aware timeline as Chrome-trace JSON.
-// Costs come from the FLOP estimate at an assumed rate, or with --profile from timing every layer here.
+// costs and estimated peak memory, the simulated 1F1B step and its bubble, and writes the frozen-aware timeline as
+// Chrome-trace JSON. Costs come from the FLOP estimate at an assumed rate, or with --profile from timing every layer
+// here. With --auto it searches whole layouts of --ranks ranks on the config's cluster (plan/layout_search.h),
+// prints the best ten and why the others lost, and --emit writes the best one's YAML.
 //   cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] [--gflops RATE] [--profile]
+//   cornstarch-plan --auto --ranks N [--config FILE] [--set key=value ...] [--emit FILE]
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "cornstarch/plan/config.h"
+#include "cornstarch/plan/layout_search.h"
 #include "cornstarch/plan/planner.h"
 #include "cornstarch/train/chrome_trace.h"
 #include "cornstarch/train/profiler.h"
@@ -56,20 +61,61 @@ void WriteTrace(const PipelinePlan& plan, double ms, const std::string& path) {
   out << trace.Json();
 }
 
+// The best ten layouts with their predictions, then how many lost and why; the best one's YAML into `emit`.
+void PrintAuto(const Config& config, int ranks, const std::string& emit) {
+  const std::vector<LayoutCost> all = SearchLayouts(config, ranks);
+  const ClusterConfig& k = config.cluster;
+  std::printf("cornstarch-plan --auto: %d ranks, %lld per node, %.0f TFLOP/s x %.2f, %.0f GiB, %.0f / %.0f GB/s "
+              "intra / inter node; %zu layouts\n\n", ranks, static_cast<long long>(k.gpus_per_node), k.tflops,
+              k.efficiency, k.memory_gib, k.intra_node_gbps, k.inter_node_gbps, all.size());
+  std::printf("%4s  %-36s %10s %12s %7s %8s %10s %9s\n", "#", "layout", "step s", "tokens/s", "MFU", "bubble",
+              "mem GiB", "vs best");
+  int shown = 0, candidates = 0;
+  std::map<std::string, int> reasons;  // the rejected, by the field or reason that ruled them out
+  for (const LayoutCost& c : all) {
+    if (!c.rejected.empty()) {
+      reasons[c.rejected.substr(0, c.rejected.find(':'))] += 1;
+      continue;
+    }
+    ++candidates;
+    if (shown == 10) continue;
+    std::printf("%4d  %-36s %10.4f %12.0f %6.1f%% %7.1f%% %10.2f %8.2fx\n", ++shown, Describe(c.layout).c_str(),
+                c.step_seconds, c.tokens_per_second, 100 * c.mfu, 100 * c.bubble, c.memory_bytes / (1 << 30),
+                c.step_seconds / all.front().step_seconds);
+  }
+  if (shown == 0) throw Error("no layout of " + std::to_string(ranks) + " ranks can run; reasons: " +
+                              (reasons.empty() ? std::string("none") : reasons.begin()->first));
+  if (candidates > shown) {
+    std::printf("\n%d other candidates are slower, the slowest by %.2fx\n", candidates - shown,
+                all[static_cast<size_t>(candidates - 1)].step_seconds / all.front().step_seconds);
+  }
+  for (const auto& [reason, n] : reasons) std::printf("%6d rejected: %s\n", n, reason.c_str());
+  if (!emit.empty()) {
+    std::ofstream out(emit);
+    out << "# cornstarch-plan --auto --ranks " << ranks << ": " << Describe(all.front().layout) << ", predicted "
+        << all.front().step_seconds << " s per step\n"
+        << LayoutYaml(config, all.front().layout);
+    if (!out.flush()) throw Error(emit + ": cannot write");
+    std::printf("\nwrote the best layout to %s\n", emit.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    std::string config_path, trace;
+    std::string config_path, trace, emit;
     std::vector<std::string> overrides;
     int ranks = 0;
     double gflops = 100;
-    bool profile = false;
+    bool profile = false, automatic = false;
     const char* usage =
         "usage: cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] [--gflops RATE] "
         "[--profile]\n  --ranks: pipeline stages to plan for (default: parallel.pp, at least one per chain)\n"
         "  --gflops: assumed per-rank rate to turn FLOPs into time (default 100)\n"
-        "  --profile: time every layer's forward on this machine instead (one process, train.num_threads threads)\n";
+        "  --profile: time every layer's forward on this machine instead (one process, train.num_threads threads)\n"
+        "  --auto: search whole layouts of --ranks ranks on the config's cluster: section;\n"
+        "  --emit FILE: write the best one's YAML\n";
     tools::ParseCommandLine(
         argc, argv, usage,
         {{"--config", true, [&](const std::string& v) { config_path = v; }},
@@ -77,8 +123,16 @@ int main(int argc, char** argv) {
          {"--ranks", true, [&](const std::string& v) { ranks = static_cast<int>(tools::ParseInteger("--ranks", v)); }},
          {"--trace", true, [&](const std::string& v) { trace = v; }},
          {"--gflops", true, [&](const std::string& v) { gflops = tools::ParseNumber("--gflops", v); }},
-         {"--profile", false, [&](const std::string&) { profile = true; }}});
+         {"--profile", false, [&](const std::string&) { profile = true; }},
+         {"--auto", false, [&](const std::string&) { automatic = true; }},
+         {"--emit", true, [&](const std::string& v) { emit = v; }}});
     const Config config = tools::LoadToolConfig(config_path, overrides);
+    if (automatic) {
+      if (ranks < 1) throw Error("--auto needs --ranks N, the ranks of the job");
+      PrintAuto(config, ranks, emit);
+      return 0;
+    }
+    if (!emit.empty()) throw Error("--emit writes what --auto chose; give --auto too");
     const ModelSpec spec = BuildModelSpec(config.model);
     if (ranks == 0) ranks = std::max<int>(static_cast<int>(config.parallel.pp), static_cast<int>(spec.chains.size()));
     const int microbatches = MicrobatchesPerStep(config);

@@ -498,6 +498,15 @@ void Validate(const Config& c) {
             "CPU only so far; pipeline and data parallelism run on GPUs)", c.parallel.cp);
   }
 
+  const ClusterConfig& cl = c.cluster;
+  RequirePositive("cluster.gpus_per_node", cl.gpus_per_node);
+  RequirePositive("cluster.tflops", cl.tflops);
+  Require(cl.efficiency > 0 && cl.efficiency <= 1, "cluster.efficiency", "must be in (0, 1]", cl.efficiency);
+  RequirePositive("cluster.memory_gib", cl.memory_gib);
+  RequirePositive("cluster.intra_node_gbps", cl.intra_node_gbps);
+  RequirePositive("cluster.inter_node_gbps", cl.inter_node_gbps);
+  Require(cl.latency_us >= 0, "cluster.latency_us", "must be >= 0", cl.latency_us);
+
   const OptimizerConfig& o = c.optimizer;
   RequirePositive("optimizer.lr", o.lr);
   Require(o.min_lr >= 0 && o.min_lr <= o.lr, "optimizer.min_lr", "must be in [0, lr=" + Str(o.lr) + "]", o.min_lr);

@@ -480,6 +480,31 @@ struct CheckpointConfig {
   }
 };
 
+// The machines a layout is planned for (cornstarch-plan --auto, parallel.auto): what the cost model of a whole
+// layout (plan/layout_search.h) needs. The defaults describe one node of 8 H100s.
+struct ClusterConfig {
+  int64_t gpus_per_node = 8;
+  double tflops = 989;            // peak per rank, in the training precision (H100 bf16 dense)
+  double efficiency = 0.5;        // the share of the peak a layer's GEMMs reach
+  double memory_gib = 80;         // per rank
+  double intra_node_gbps = 200;   // GB/s a collective moves per rank inside a node (NVLink)
+  double inter_node_gbps = 25;    // GB/s between nodes (a 200 Gb/s NIC per rank)
+  double latency_us = 10;         // per collective or message
+
+  template <class F>
+  void Fields(F&& f) {
+    f("gpus_per_node", gpus_per_node, "Ranks per node; tp groups never span nodes, and groups inside a node use the "
+                                      "intra-node bandwidth.");
+    f("tflops", tflops, "Peak TFLOP/s of one rank in the training precision (989: H100 bf16 dense; 1979 is its "
+                        "sparse figure, not reached by training).");
+    f("efficiency", efficiency, "Share of the peak that the layers' matrix products reach, in (0, 1].");
+    f("memory_gib", memory_gib, "Memory per rank in GiB; layouts whose estimate exceeds it are rejected.");
+    f("intra_node_gbps", intra_node_gbps, "Bandwidth in GB/s each rank gets in collectives inside a node.");
+    f("inter_node_gbps", inter_node_gbps, "Bandwidth in GB/s each rank gets between nodes.");
+    f("latency_us", latency_us, "Fixed cost of one collective or pipeline message, in microseconds.");
+  }
+};
+
 struct Config {
   ModelConfig model;
   ParallelConfig parallel;
@@ -489,6 +514,7 @@ struct Config {
   LoggingConfig logging;
   CheckpointConfig checkpoint;
   EvalConfig eval;
+  ClusterConfig cluster;
 
   template <class F>
   void Fields(F&& f) {
@@ -500,6 +526,7 @@ struct Config {
     f("logging", logging, "Logs and metrics.");
     f("checkpoint", checkpoint, "Saving and resuming.");
     f("eval", eval, "Validation loss and perplexity during training.");
+    f("cluster", cluster, "The machines whole layouts are planned for (cornstarch-plan --auto).");
   }
 };
 

@@ -2,6 +2,7 @@
 #include <set>
 
 #include "cornstarch/plan/config.h"
+#include "cornstarch/plan/layout_search.h"
 #include "cornstarch/plan/planner.h"
 #include "cornstarch/base/check.h"
 
@@ -151,4 +152,109 @@ TEST_CASE("stage memory: weights, optimizer state of trainable layers, activatio
     INFO("stage " << s);
     CHECK(bytes[s] == Approx(expected));
   }
+}
+
+// The whole-layout search (plan/layout_search.h): what it returns can run, obeys the cluster, and the cost model
+// composes its parts as it says: compute alone on a free network adds up the layer times, and communication time
+// scales with 1 / bandwidth.
+namespace {
+
+Config Cluster(std::vector<std::string> more) {
+  std::vector<std::string> o = {"model.encoders.vision.type=vision", "model.encoders.vision.frozen=true",
+                                "model.llm.num_layers=8", "data.seq_len=128", "train.global_batch_size=16",
+                                "cluster.gpus_per_node=4", "parallel.cp_block=32"};
+  o.insert(o.end(), more.begin(), more.end());
+  return ParseConfig("", "test.yaml", o);
+}
+
+}  // namespace
+
+TEST_CASE("layout search: every candidate is valid, fits, stays in its node, and they are sorted", "[layout]") {
+  const Config base = Cluster({});
+  const std::vector<LayoutCost> all = SearchLayouts(base, 8);
+  int candidates = 0, too_wide = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const LayoutCost& c = all[i];
+    INFO(Describe(c.layout) << " " << c.rejected);
+    CHECK(c.layout.ranks() == 8);
+    if (!c.rejected.empty()) {
+      too_wide += c.rejected.find("spans nodes") != std::string::npos;
+      CHECK((c.layout.tp > 4 || c.rejected.find(':') != std::string::npos));
+      continue;
+    }
+    ++candidates;
+    CHECK(i + 1 == static_cast<size_t>(candidates));  // candidates first
+    if (i > 0) CHECK(all[i - 1].step_seconds <= c.step_seconds);
+    CHECK(c.layout.tp <= 4);
+    CHECK_NOTHROW(Validate(WithLayout(base, c.layout)));
+    CHECK(c.memory_bytes <= base.cluster.memory_gib * (1ull << 30));
+    CHECK(c.step_seconds >= c.pipeline_seconds);
+    CHECK((c.mfu > 0 && c.mfu < 1));
+    CHECK(c.tokens_per_second == Approx(16.0 * 128 / c.step_seconds));
+  }
+  CHECK(candidates > 20);
+  CHECK(too_wide > 0);  // tp = 8 on nodes of 4
+  // With too little memory for anything, every layout is rejected as out of memory.
+  for (const LayoutCost& c : SearchLayouts(Cluster({"cluster.memory_gib=0.0001"}), 4)) {
+    INFO(Describe(c.layout));
+    CHECK_FALSE(c.rejected.empty());
+  }
+}
+
+TEST_CASE("layout cost: compute on a free network adds up the layers; communication scales as 1 / bandwidth",
+          "[layout]") {
+  // A free network: no latency, bandwidth so high that bytes cost nothing measurable.
+  const std::vector<std::string> free = {"cluster.latency_us=0", "cluster.intra_node_gbps=1e15",
+                                         "cluster.inter_node_gbps=1e15", "cluster.memory_gib=1e6",
+                                         "parallel.overlap_grad_sync=false"};
+  const Config base = Cluster(free);
+  const ModelSpec spec = BuildModelSpec(base.model);
+  // dp = 4, one stage: the step is microbatches x the sum of every layer's forward and backward time.
+  const Layout dp4{1, 1, 1, 4, 2, false, false, true};
+  const LayoutCost dp = PredictLayout(base, dp4);
+  REQUIRE(dp.rejected.empty());
+  double per_microbatch = 0;
+  for (const LayerCost& x : FrozenAwareCosts(spec, EstimateForwardFlops(base.model, spec, 128))) {
+    per_microbatch += 2 * (x.forward + x.backward);  // two sequences per microbatch
+  }
+  const double rate = base.cluster.tflops * 1e12 * base.cluster.efficiency;
+  const double microbatches = 16.0 / (2 * 4);
+  CHECK(dp.step_seconds == Approx(microbatches * per_microbatch / rate).epsilon(1e-9));
+  CHECK(dp.bubble == Approx(0).margin(1e-12));
+  // With latency zero (and the gradient sum not overlapped, so none of it hides) the communication part (the step
+  // minus the free network's) halves when every bandwidth doubles.
+  const std::vector<std::string> slow = {"cluster.latency_us=0", "cluster.intra_node_gbps=2",
+                                         "cluster.inter_node_gbps=1", "cluster.memory_gib=1e6",
+                                         "parallel.overlap_grad_sync=false"};
+  const std::vector<std::string> fast = {"cluster.latency_us=0", "cluster.intra_node_gbps=4",
+                                         "cluster.inter_node_gbps=2", "cluster.memory_gib=1e6",
+                                         "parallel.overlap_grad_sync=false"};
+  for (const Layout& l : {Layout{2, 2, 2, 1, 2, false, true, true}, Layout{2, 1, 1, 4, 1, true, false, false},
+                          Layout{1, 1, 1, 8, 2, false, false, true}}) {
+    INFO(Describe(l));
+    const LayoutCost at_free = PredictLayout(Cluster(free), l), at_slow = PredictLayout(Cluster(slow), l),
+                     at_fast = PredictLayout(Cluster(fast), l);
+    INFO(at_free.rejected << at_slow.rejected << at_fast.rejected);
+    REQUIRE((at_free.rejected.empty() && at_slow.rejected.empty() && at_fast.rejected.empty()));
+    CHECK(at_slow.step_seconds > at_fast.step_seconds);
+    if (l.pp == 1) {  // one stage: no pipeline to reorder, so the communication adds up exactly
+      CHECK(at_slow.step_seconds - at_free.step_seconds ==
+            Approx(2 * (at_fast.step_seconds - at_free.step_seconds)).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("layout search: the emitted YAML selects the layout", "[layout]") {
+  const Config base = Cluster({});
+  const Layout l{2, 2, 1, 2, 4, true, true, false};
+  const Config parsed = ParseConfig(LayoutYaml(base, l), "emit.yaml", {"model.encoders.vision.type=vision"});
+  CHECK(parsed.parallel.tp == 2);
+  CHECK(parsed.parallel.pp == 2);
+  CHECK(parsed.parallel.cp == 1);
+  CHECK(parsed.parallel.dp == 2);
+  CHECK(parsed.parallel.sequence_parallel);
+  CHECK(parsed.train.micro_batch_size == 4);
+  CHECK(parsed.model.activation_checkpointing);
+  REQUIRE(parsed.model.encoders.size() == 1);
+  CHECK_FALSE(parsed.model.encoders[0].tp);
 }
