@@ -12,6 +12,7 @@
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/plan/layout_search.h"
 #include "cornstarch/plan/planner.h"
 #include "cornstarch/train/stop_signal.h"
 #include "cornstarch/train/trainer.h"
@@ -63,6 +64,27 @@ Args ParseArgs(int argc, char** argv) {
   return args;
 }
 
+// parallel.auto: the layout the cost model ranks first for this job's ranks (plan/layout_search.h). Pure, so every
+// rank derives the same one without talking to the others.
+cornstarch::Config AutoLayout(const cornstarch::Config& config, int ranks, bool log) {
+  const std::vector<cornstarch::LayoutCost> all = cornstarch::SearchLayouts(config, ranks);
+  const cornstarch::LayoutCost& best = all.front();
+  if (!best.rejected.empty()) {
+    throw cornstarch::Error("parallel.auto: no layout of " + std::to_string(ranks) + " ranks can run; the first " +
+                            "rejected: " + cornstarch::Describe(best.layout) + ": " + best.rejected);
+  }
+  if (log) {
+    spdlog::info("parallel.auto: {} of {} layouts for {} ranks, predicted {:.4f} s per step, {:.0f} tokens/s, "
+                 "MFU {:.1f}%", cornstarch::Describe(best.layout), all.size(), ranks, best.step_seconds,
+                 best.tokens_per_second, 100 * best.mfu);
+    if (all.size() > 1 && all[1].rejected.empty()) {
+      spdlog::info("parallel.auto: runner-up {}, predicted {:.2f}x slower", cornstarch::Describe(all[1].layout),
+                   all[1].step_seconds / best.step_seconds);
+    }
+  }
+  return cornstarch::WithLayout(config, best.layout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,7 +100,8 @@ int main(int argc, char** argv) {
   return cornstarch::RunOrAbort([&] {
     const Args args = ParseArgs(argc, argv);
     const std::string source = cornstarch::tools::ConfigSource(args.config_path);
-    const cornstarch::Config config = cornstarch::tools::LoadToolConfig(args.config_path, args.overrides);
+    cornstarch::Config config = cornstarch::tools::LoadToolConfig(args.config_path, args.overrides);
+    if (config.parallel.auto_layout) config = AutoLayout(config, env.world_size, env.rank == 0);
     if (args.print_config) {
       if (env.rank == 0) std::cout << cornstarch::ToYaml(config);
       return 0;

@@ -206,6 +206,7 @@ struct ParallelConfig {
   int64_t cp_block = 128;
   double timeout_seconds = 300.0;
   std::string schedule_file;
+  bool auto_layout = false;
   bool overlap_grad_sync = true;
   double grad_bucket_mib = 25;
   FloatType grad_reduce_dtype = FloatType::kFp32;
@@ -234,6 +235,9 @@ struct ParallelConfig {
                             "bitfield mask), zigzag (balanced for causal text only) or contiguous.");
     f("cp_block", cp_block, "Tokens per context-parallel block; data.seq_len must be a multiple of cp x cp_block. "
                             "Multiples of 64 (the attention kernel's tile) avoid recomputation.");
+    f("auto", auto_layout, "Choose tp, pp, cp, dp, the micro-batch size, recomputation, sequence parallelism and "
+                           "the towers' tp for the job's ranks by the layout cost model on the cluster: section "
+                           "(what cornstarch-plan --auto ranks first); the values given here are ignored.");
     f("schedule_file", schedule_file, "A pipeline schedule written by hand instead of 1F1B: one line per stage, "
                                       "'stage 0: 0F0 0F1 0B0 ...' (configs/schedules/ has examples; '#' starts a "
                                       "comment). Compute-only files get their sends and receives added; the file "
