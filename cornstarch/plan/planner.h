@@ -52,7 +52,8 @@ std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& sp
 
 // What each rank of a tensor-parallel group of `tp` spends on each layer: the LLM's layers, and the blocks and
 // projector of each tower with model.encoders.<name>.tp, are split over the group; the rest runs whole on every
-// rank. (The tp all-reduces are not modelled yet.)
+// rank. Compute only: placement balances it, and the whole-layout cost model (plan/layout_search.h) adds the tp
+// collectives on top.
 std::vector<LayerCost> PerTpRank(const ModelConfig& model, const ModelSpec& spec, std::vector<LayerCost> costs,
                                  int64_t tp);
 

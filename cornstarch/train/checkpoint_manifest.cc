@@ -104,6 +104,23 @@ ShardSidecar ParseShardSidecar(const std::string& text, const std::string& path)
   });
 }
 
+namespace {
+
+// Characters [from, to) of `text` as a non-negative integer that fits T: all of them digits, at least one.
+template <class T>
+bool Count(const std::string& text, size_t from, size_t to, T& out) {
+  const char* first = text.data() + from;
+  const char* last = text.data() + to;
+  const auto [end, ec] = std::from_chars(first, last, out);
+  return first != last && *first != '-' && ec == std::errc() && end == last;
+}
+
+// A tp slice name's cuts.
+constexpr std::pair<TpSplit, const char*> kCuts[] = {{TpSplit::kDim0, "dim0"}, {TpSplit::kDim1, "dim1"},
+                                                     {TpSplit::kQkv, "qkv"}};
+
+}  // namespace
+
 std::optional<TensorPiece> ParsePieceName(const std::string& name) {
   const size_t open = name.rfind('['), colon = name.rfind(':');
   if (name.empty() || name.back() != ']' || open == std::string::npos || open == 0 || colon == std::string::npos ||
@@ -111,23 +128,10 @@ std::optional<TensorPiece> ParsePieceName(const std::string& name) {
     return std::nullopt;
   }
   TensorPiece p{name.substr(0, open)};
-  auto number = [&](size_t from, size_t to, int64_t& out) {
-    const char* first = name.data() + from;
-    const char* last = name.data() + to;
-    const auto [end, ec] = std::from_chars(first, last, out);
-    return first != last && *first != '-' && ec == std::errc() && end == last;
-  };
-  if (!number(open + 1, colon, p.begin) || !number(colon + 1, name.size() - 1, p.end)) return std::nullopt;
+  if (!Count(name, open + 1, colon, p.begin) || !Count(name, colon + 1, name.size() - 1, p.end)) return std::nullopt;
   if (p.begin > p.end) throw Error("tensor piece '" + name + "': the range ends before it begins");
   return p;
 }
-
-namespace {
-
-constexpr std::pair<TpSplit, const char*> kCuts[] = {{TpSplit::kDim0, "dim0"}, {TpSplit::kDim1, "dim1"},
-                                                     {TpSplit::kQkv, "qkv"}};
-
-}  // namespace
 
 std::string FormatTpSliceName(const TpSliceName& slice) {
   for (const auto& [split, cut] : kCuts) {
@@ -144,13 +148,7 @@ std::optional<TpSliceName> ParseTpSliceName(const std::string& name) {
   const size_t slash = name.find('/', at), colon = name.find(':', at);
   if (slash == std::string::npos || colon == std::string::npos || colon < slash) return std::nullopt;
   TpSliceName s{name.substr(0, at)};
-  auto number = [&](size_t from, size_t to, int& out) {
-    const char* first = name.data() + from;
-    const char* last = name.data() + to;
-    const auto [end, ec] = std::from_chars(first, last, out);
-    return first != last && *first != '-' && ec == std::errc() && end == last;
-  };
-  if (!number(at + 3, slash, s.rank) || !number(slash + 1, colon, s.size)) return std::nullopt;
+  if (!Count(name, at + 3, slash, s.rank) || !Count(name, slash + 1, colon, s.size)) return std::nullopt;
   const std::string cut = name.substr(colon + 1);
   const auto* known = std::find_if(std::begin(kCuts), std::end(kCuts), [&](const auto& c) { return cut == c.second; });
   if (known == std::end(kCuts)) {
