@@ -14,8 +14,10 @@ class CallbackPostHook final : public torch::autograd::FunctionPostHook {
  public:
   explicit CallbackPostHook(std::function<void()> fn) : fn_(std::move(fn)) {}
   torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list&) override {
-    fn_();
+                                            const torch::autograd::variable_list& grads) override {
+    // The engine also runs the accumulator with no gradient at all: a recomputed layer's outer node hands its
+    // parameters none (the re-run graph's own backward accumulated them). Nothing was accumulated then.
+    if (!grads.empty() && grads[0].defined()) fn_();
     return outputs;
   }
 
