@@ -159,20 +159,27 @@ torch::Tensor TpSlice(const torch::Tensor& whole, TpSplit split, const TpShard& 
   return whole.narrow(dim, shard.Begin(n), shard.Length(n));
 }
 
+torch::Tensor TpJoin(const std::vector<torch::Tensor>& slices, TpSplit split) {
+  if (split == TpSplit::kReplicated) return slices.at(0);
+  if (split != TpSplit::kQkv) return torch::cat(slices, split == TpSplit::kDim1 ? 1 : 0);
+  std::vector<torch::Tensor> blocks;  // q, k, v: each the ranks' pieces of it in rank order
+  for (int64_t b = 0; b < 3; ++b) {
+    std::vector<torch::Tensor> pieces;
+    for (const torch::Tensor& slice : slices) pieces.push_back(slice.chunk(3).at(static_cast<size_t>(b)));
+    blocks.push_back(torch::cat(pieces));
+  }
+  return torch::cat(blocks);
+}
+
 torch::Tensor TpGather(const torch::Tensor& slice, TpSplit split, Communicator& tp) {
   if (split == TpSplit::kReplicated || tp.size() == 1) return slice;
-  if (split == TpSplit::kQkv) {
-    std::vector<torch::Tensor> blocks;
-    for (const torch::Tensor& block : slice.chunk(3)) blocks.push_back(TpGather(block, TpSplit::kDim0, tp));
-    return torch::cat(blocks);
-  }
-  // The collective concatenates along dim 0: a dim-1 slice travels with dims 0 and 1 swapped.
-  const torch::Tensor rows = split == TpSplit::kDim0 ? slice.contiguous() : slice.transpose(0, 1).contiguous();
-  std::vector<int64_t> shape = rows.sizes().vec();
-  shape[0] *= tp.size();
-  torch::Tensor whole = torch::empty(shape, rows.options());
-  tp.AllGather(rows, whole);
-  return split == TpSplit::kDim0 ? whole : whole.transpose(0, 1).contiguous();
+  // The collective concatenates flat buffers: every rank's slice, in rank order, then joined as `split` says.
+  const torch::Tensor flat = slice.contiguous().view({-1});
+  torch::Tensor all = torch::empty({flat.numel() * tp.size()}, flat.options());
+  tp.AllGather(flat, all);
+  std::vector<torch::Tensor> slices;
+  for (const torch::Tensor& piece : all.chunk(tp.size())) slices.push_back(piece.view(slice.sizes()));
+  return TpJoin(slices, split);
 }
 
 std::vector<int64_t> TpWholeSizes(c10::IntArrayRef slice_sizes, TpSplit split, int tp) {

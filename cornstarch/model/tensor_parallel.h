@@ -77,6 +77,8 @@ double TpCommSeconds();
 // collective over `tp`; used for checkpoints and exports).
 torch::Tensor TpSlice(const torch::Tensor& whole, TpSplit split, const TpShard& shard);
 torch::Tensor TpGather(const torch::Tensor& slice, TpSplit split, Communicator& tp);
+// The whole tensor from every rank's slice, in rank order (the inverse of TpSlice; TpGather without the collective).
+torch::Tensor TpJoin(const std::vector<torch::Tensor>& slices, TpSplit split);
 // The sizes of the whole tensor a slice of `slice_sizes` is cut from.
 std::vector<int64_t> TpWholeSizes(c10::IntArrayRef slice_sizes, TpSplit split, int tp);
 

@@ -19,13 +19,10 @@ double AllReduceSeconds(double bytes, int n, double gbps, double latency) {
   return n <= 1 ? 0.0 : 2.0 * (n - 1) / n * bytes / (gbps * 1e9) + latency;
 }
 
-// Whether layer `l` is split over tp: the LLM's layers but the head's tiny loss reductions, and a split tower's
-// blocks and projector (as PerTpRank divides them).
+// Whether layer `l` has tp collectives worth pricing: every split layer but the LM head, whose loss reductions
+// are a few floats per row.
 bool TpCollectives(const Config& c, const ModelSpec& spec, int l) {
-  const LayerSpec& layer = spec.layers[l];
-  const ChainSpec& chain = spec.chains[layer.chain];
-  if (layer.chain == spec.llm_chain()) return l != chain.end - 1;
-  return c.model.encoders[layer.chain].tp && l != chain.begin && l != chain.end - 2;
+  return SplitOverTp(c.model, spec, l) && l != spec.chains[spec.llm_chain()].end - 1;
 }
 
 // Tokens and width of what layer `l`'s tp collectives carry for one microbatch (one instance per encoder per
@@ -83,7 +80,7 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout) {
   const ModelSpec spec = BuildModelSpec(c.model);
   const double rate = k.tflops * 1e12 * k.efficiency, latency = k.latency_us * 1e-6;
   const double gpn = static_cast<double>(k.gpus_per_node);
-  // A group of ranks `span` apart in the mesh with `size` members stays inside a node when it fits in one.
+  // A group whose members lie within `span` consecutive ranks of the mesh stays inside a node when that fits one.
   auto gbps = [&](int span) { return span <= gpn ? k.intra_node_gbps : k.inter_node_gbps; };
   const double elem = EffectivePrecision(c.train) == Precision::kBf16 ? 2.0 : 4.0;
   const int64_t llm_tokens = c.data.seq_len / layout.cp;  // per cp rank

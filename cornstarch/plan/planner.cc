@@ -175,18 +175,20 @@ std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& sp
   return FrozenAwareCosts(spec, forward);
 }
 
+bool SplitOverTp(const ModelConfig& model, const ModelSpec& spec, int layer) {
+  const int c = spec.layers[layer].chain;
+  if (c == spec.llm_chain()) return true;
+  // A sharded tower splits its blocks and projector; its embedding and final norm run whole.
+  const ChainSpec& chain = spec.chains[c];
+  return model.encoders[c].tp && layer != chain.begin && layer != chain.end - 2;
+}
+
 std::vector<LayerCost> PerTpRank(const ModelConfig& model, const ModelSpec& spec, std::vector<LayerCost> costs,
                                  int64_t tp) {
-  for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
-    const ChainSpec& chain = spec.chains[c];
-    // A sharded tower splits its blocks and projector; its embedding and final norm run whole.
-    const bool llm = c == spec.llm_chain();
-    if (!llm && !model.encoders[c].tp) continue;
-    for (int l = llm ? chain.begin : chain.begin + 1; l < chain.end; ++l) {
-      if (!llm && l == chain.end - 2) continue;
-      costs[l].forward /= static_cast<double>(tp);
-      costs[l].backward /= static_cast<double>(tp);
-    }
+  for (int l = 0; l < static_cast<int>(costs.size()); ++l) {
+    if (!SplitOverTp(model, spec, l)) continue;
+    costs[l].forward /= static_cast<double>(tp);
+    costs[l].backward /= static_cast<double>(tp);
   }
   return costs;
 }

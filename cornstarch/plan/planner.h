@@ -50,6 +50,10 @@ int MicrobatchesPerStep(const Config& config);
 // deterministic, so every rank derives the same plan without talking to the others.
 std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec);
 
+// Whether layer `layer` is split over the tp ranks: every LLM layer, and the blocks and projector of a tower with
+// model.encoders.<name>.tp.
+bool SplitOverTp(const ModelConfig& model, const ModelSpec& spec, int layer);
+
 // What each rank of a tensor-parallel group of `tp` spends on each layer: the LLM's layers, and the blocks and
 // projector of each tower with model.encoders.<name>.tp, are split over the group; the rest runs whole on every
 // rank. Compute only: placement balances it, and the whole-layout cost model (plan/layout_search.h) adds the tp

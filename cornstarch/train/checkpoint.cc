@@ -209,14 +209,7 @@ at::Tensor CheckpointReader::Assemble(const std::string& name) {
     slices.push_back(Get(s.names[r]));
   }
   try {
-    if (s.split != TpSplit::kQkv) return at::cat(slices, s.split == TpSplit::kDim1 ? 1 : 0);
-    std::vector<at::Tensor> blocks;  // q, k, v: each the ranks' pieces of it in rank order
-    for (int64_t b = 0; b < 3; ++b) {
-      std::vector<at::Tensor> pieces;
-      for (const at::Tensor& slice : slices) pieces.push_back(slice.chunk(3).at(static_cast<size_t>(b)));
-      blocks.push_back(at::cat(pieces));
-    }
-    return at::cat(blocks);
+    return TpJoin(slices, s.split);
   } catch (const c10::Error&) {
     throw Error(dir_ + ": the tp slices of tensor '" + name + "' do not fit together");
   }

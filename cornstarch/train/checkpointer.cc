@@ -43,14 +43,22 @@ std::vector<Checkpointer::StatePiece> Checkpointer::ModelState() const {
   return pieces;
 }
 
-std::vector<Checkpointer::StatePiece> Checkpointer::OptimizerState() const {
-  std::vector<StatePiece> trainable;  // the optimizer's parameters, in its order
+std::vector<Checkpointer::StatePiece> Checkpointer::TrainableState() const {
+  std::vector<StatePiece> trainable;
   for (StatePiece& p : ModelState()) {
     if (p.state.requires_grad()) trainable.push_back(std::move(p));
   }
+  return trainable;
+}
+
+std::vector<std::pair<std::string, const std::vector<at::Tensor>*>> Checkpointer::Moments() const {
+  return {{"exp_avg.", &optimizer_.exp_avg()}, {"exp_avg_sq.", &optimizer_.exp_avg_sq()}};
+}
+
+std::vector<Checkpointer::StatePiece> Checkpointer::OptimizerState() const {
+  const std::vector<StatePiece> trainable = TrainableState();
   std::vector<StatePiece> pieces;
-  for (const auto& [prefix, moments] : {std::pair{"exp_avg.", &optimizer_.exp_avg()},
-                                        std::pair{"exp_avg_sq.", &optimizer_.exp_avg_sq()}}) {
+  for (const auto& [prefix, moments] : Moments()) {
     for (size_t i = 0; i < moments->size(); ++i) {
       const ParamSlice& s = optimizer_.slices()[i];
       const StatePiece& p = trainable.at(static_cast<size_t>(s.param));
@@ -67,15 +75,11 @@ at::Tensor Checkpointer::Whole(const StatePiece& s) const {
 }
 
 NamedTensors Checkpointer::AssembledSplitMoments() const {
-  std::vector<StatePiece> trainable;  // the optimizer's parameters, in its order
-  for (StatePiece& p : ModelState()) {
-    if (p.state.requires_grad()) trainable.push_back(std::move(p));
-  }
+  const std::vector<StatePiece> trainable = TrainableState();
   Communicator& dp = runtime_.group(Axis::kDP);
   NamedTensors out;
   at::NoGradGuard no_grad;
-  for (const auto& [prefix, moments] : {std::pair{"exp_avg.", &optimizer_.exp_avg()},
-                                        std::pair{"exp_avg_sq.", &optimizer_.exp_avg_sq()}}) {
+  for (const auto& [prefix, moments] : Moments()) {
     for (size_t j = 0; j < trainable.size(); ++j) {
       const StatePiece& p = trainable[j];
       if (p.split == TpSplit::kReplicated) continue;

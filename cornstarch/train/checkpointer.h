@@ -53,6 +53,9 @@ class Checkpointer {
   };
   std::vector<StatePiece> OptimizerState() const;
   std::vector<StatePiece> ModelState() const;  // the parameters as "model.<name>", whole pieces
+  std::vector<StatePiece> TrainableState() const;  // ModelState's trainable ones: the optimizer's, in its order
+  // ("exp_avg.", its moments), ("exp_avg_sq.", its moments): the AdamW state by name prefix, slice by slice.
+  std::vector<std::pair<std::string, const std::vector<at::Tensor>*>> Moments() const;
   // Reads piece `s` from the checkpoint: its slice of the whole tensor when tensor-parallel.
   void ReadPiece(CheckpointReader& reader, const StatePiece& s) const;
   // The whole tensor: the piece itself, or (a tp slice) gathered over the tp group. For the Hugging Face export.
