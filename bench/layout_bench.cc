@@ -1,19 +1,19 @@
-// The layout cost model (plan/layout_search.h) against measurement: eight layouts of one MLLM on 4 (or 2) CPU
+// The layout cost model (plan/layout_search.h) against measurement: nine layouts of one MLLM on 4 (or 2) CPU
 // ranks, each trained for real, next to the step the model predicts for them. From the repository root:
 //   bazel build -c opt //bench:layout_bench && mpirun -np 4 bazel-bin/bench/layout_bench [--steps N] [--rounds R]
-// On 4 ranks: dp4, pp4, pp2 x dp2, cp2 x dp2, pp2 x cp2, tp2 x dp2, tp2 x pp2, tp4. On 2 ranks (one per core of a
-// 2-core machine, where 4 ranks would share cores and an idle rank's core goes to a busy one, which the model of
-// dedicated devices does not describe): dp2 at micro-batch 1 and 2, and with recomputation, pp2 at 1 and 2, cp2,
-// tp2, tp2 with sequence parallelism.
+// On 4 ranks: dp4, pp4, pp4 interleaved (2 virtual stages), pp2 x dp2, cp2 x dp2, pp2 x cp2, tp2 x dp2, tp2 x pp2,
+// tp4. On 2 ranks (one per core of a 2-core machine, where 4 ranks would share cores and an idle rank's core goes
+// to a busy one, which the model of dedicated devices does not describe): dp2 at micro-batch 1 and 2, and with
+// recomputation, pp2 at 1 and 2, pp2 interleaved, cp2, tp2, tp2 with sequence parallelism.
 //
 // This machine is described as a cluster first, all measured now with every rank running: cluster.tflops is the
 // slowest rank's fp32 GEMM rate (bench ranks share the cores, as the training ranks will), the bandwidth comes from
 // a 16 MiB all-reduce over the world and the latency from a one-float one. The share of the GEMM rate the layers
 // reach (cluster.efficiency) is calibrated on the first layout (all dp), whose prediction is exact by construction;
-// the other seven are predicted blind. The trainers are built once and run in turn, R rounds of N steps; a layout's
+// the other eight are predicted blind. The trainers are built once and run in turn, R rounds of N steps; a layout's
 // step is the median of the slowest rank's. Printed: predicted and measured per layout, the Spearman rank
-// correlation over all eight, whether the predicted best is within 10% of the measured best, and the mean absolute
-// error of the seven blind predictions.
+// correlation over all nine, whether the predicted best is within 10% of the measured best, and the mean absolute
+// error of the eight blind predictions.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -133,12 +133,14 @@ int main(int argc, char** argv) {
 
     const std::vector<Layout> layouts =
         n == 4 ? std::vector<Layout>{{1, 1, 1, 4, 1, false, false, true}, {1, 4, 1, 1, 1, false, false, true},
+                                     {1, 4, 1, 1, 1, false, false, true, 2},
                                      {1, 2, 1, 2, 1, false, false, true}, {1, 1, 2, 2, 1, false, false, true},
                                      {1, 2, 2, 1, 1, false, false, true}, {2, 1, 1, 2, 1, false, false, true},
                                      {2, 2, 1, 1, 1, false, false, true}, {4, 1, 1, 1, 1, false, false, true}}
                : std::vector<Layout>{{1, 1, 1, 2, 1, false, false, true}, {1, 1, 1, 2, 2, false, false, true},
                                      {1, 1, 1, 2, 1, true, false, true},  {1, 2, 1, 1, 1, false, false, true},
-                                     {1, 2, 1, 1, 2, false, false, true}, {1, 1, 2, 1, 1, false, false, true},
+                                     {1, 2, 1, 1, 2, false, false, true}, {1, 2, 1, 1, 1, false, false, true, 2},
+                                     {1, 1, 2, 1, 1, false, false, true},
                                      {2, 1, 1, 1, 1, false, false, true}, {2, 1, 1, 1, 1, false, true, true}};
     std::vector<Run> runs;
     for (const Layout& l : layouts) {
@@ -185,9 +187,9 @@ int main(int argc, char** argv) {
     const size_t best_predicted = std::min_element(predicted.begin(), predicted.end()) - predicted.begin();
     const double best_measured = *std::min_element(measured.begin(), measured.end());
     std::printf("Spearman rank correlation %.2f (target >= 0.8); the predicted best (%s) measures %.2fx the measured "
-                "best (target <= 1.10); mean absolute error of the 7 blind predictions %.0f%%\n",
+                "best (target <= 1.10); mean absolute error of the %zu blind predictions %.0f%%\n",
                 Spearman(predicted, measured), Describe(runs[best_predicted].layout).c_str(),
-                measured[best_predicted] / best_measured, 100 * error / (runs.size() - 1));
+                measured[best_predicted] / best_measured, runs.size() - 1, 100 * error / (runs.size() - 1));
     return 0;
   });
 }

@@ -17,6 +17,7 @@
 #include "cornstarch/io/hf_weights.h"
 #include "cornstarch/io/safetensors.h"
 #include "cornstarch/plan/config.h"
+#include "cornstarch/plan/schedule.h"
 #include "cornstarch/train/checkpoint.h"
 #include "cornstarch/train/trainer.h"
 
@@ -107,6 +108,21 @@ int main(int argc, char** argv) {
       fs::remove_all(demo);
     }
     for (int i = 2; i < argc; ++i) Put(dir / "config" / fs::path(argv[i]).filename(), Slurp(argv[i]));
+    // Pipeline schedules of the schedule fuzzer's graphs, compute only and lowered, and the shipped examples.
+    const std::vector<StageGraph> graphs = {MakeStageGraph({}, 2, {true, true}),
+                                            MakeStageGraph({1, 1}, 2, {true, false, true, true}),
+                                            MakeStageGraph({1}, 4, {false, true, true, true, true}, 2)};
+    for (size_t k = 0; k < graphs.size(); ++k) {
+      for (int m : {1, 2, 4}) {
+        const Schedule compute = Generate1F1B(graphs[k], m);
+        const std::string name = "g" + std::to_string(k) + "-m" + std::to_string(m);
+        Put(dir / "schedule" / (name + ".txt"), FormatSchedule(compute));
+        Put(dir / "schedule" / (name + "-lowered.txt"), FormatSchedule(AddSendRecv(graphs[k], compute)));
+      }
+    }
+    for (const auto& file : fs::directory_iterator("configs/schedules")) {
+      Put(dir / "schedule" / file.path().filename(), Slurp(file.path()));
+    }
     // A checkpoint's manifest and sidecar, from one step of the tiny model (the first config given).
     if (argc > 2) {
       const fs::path ckpt = dir / "ckpt";

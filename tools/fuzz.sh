@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 targets=(safetensors_header hf_index sentencepiece hf_tokenizer conversations config image audio checkpoint_manifest
-  webdataset)
+  webdataset schedule)
 # The sources each target links: the reader and what it uses, nothing that needs LibTorch.
 tokenizers="cornstarch/data/tokenizer.cc cornstarch/data/sentencepiece_tokenizer.cc cornstarch/data/hf_tokenizer.cc"
 declare -A sources=(
@@ -26,6 +26,7 @@ declare -A sources=(
   [audio]="cornstarch/data/audio_file.cc"
   [checkpoint_manifest]="cornstarch/train/checkpoint_manifest.cc"
   [webdataset]="cornstarch/data/webdataset.cc"
+  [schedule]="cornstarch/plan/schedule.cc"
 )
 
 [[ $# -eq 2 ]] || { echo "usage: tools/fuzz.sh TARGET|all SECONDS (targets: ${targets[*]})"; exit 2; }

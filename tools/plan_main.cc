@@ -1,6 +1,7 @@
 // cornstarch-plan: the pipeline plan of a config without training and without MPI. For each placement
 // (frozen-aware, uniform layer counts, colocated encoders) prints the stages with their layers and frozen-aware
-// costs and estimated peak memory, the simulated 1F1B step and its bubble, and writes the frozen-aware timeline as
+// costs, the ranks running them with their estimated peak memory, the simulated step and its bubble (1F1B, or
+// interleaved with parallel.schedule: interleaved), and writes the frozen-aware timeline as
 // Chrome-trace JSON. Costs come from the FLOP estimate at an assumed rate, or with --profile from timing every layer
 // here. With --auto it searches whole layouts of --ranks ranks on the config's cluster (plan/layout_search.h),
 // prints the best ten and why the others lost, and --emit writes the best one's YAML.
@@ -35,25 +36,27 @@ std::string LayerRange(const ModelSpec& spec, const StagePlan& s) {
 
 // `ms`: milliseconds per cost unit.
 void Print(const ModelSpec& spec, const PipelinePlan& plan, double ms, const std::vector<LayerMemory>& memory) {
-  const std::vector<double> bytes = StageMemoryBytes(plan, spec, memory);
-  std::printf("\n== %s (%s): step %.2f ms, bubble %.1f%%, bottleneck stage %.2f ms\n", NameOf(plan.mode),
+  const std::vector<double> bytes = RankMemoryBytes(plan, spec, memory);
+  std::printf("\n== %s (%s): step %.2f ms, bubble %.1f%%, busiest rank %.2f ms\n", NameOf(plan.mode),
               DescribeStages(plan, spec).c_str(), plan.timeline.makespan * ms, 100 * plan.timeline.bubble_fraction,
               plan.bottleneck * ms);
-  std::printf("%5s  %-58s %10s %10s %5s %10s\n", "stage", "layers", "fwd ms", "bwd ms", "bwd?", "mem MiB");
+  std::printf("%5s %5s  %-58s %10s %10s %5s %14s\n", "stage", "rank", "layers", "fwd ms", "bwd ms", "bwd?",
+              "rank mem MiB");
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const StagePlan& st = plan.stages[s];
-    std::printf("%5zu  %-58s %10.3f %10.3f %5s %10.1f\n", s, LayerRange(spec, st).c_str(), st.forward * ms,
-                st.backward * ms, plan.graph.has_backward[s] ? "yes" : "no", bytes[s] / (1 << 20));
+    const int r = plan.graph.rank[s];
+    std::printf("%5zu %5d  %-58s %10.3f %10.3f %5s %14.1f\n", s, r, LayerRange(spec, st).c_str(), st.forward * ms,
+                st.backward * ms, plan.graph.has_backward[s] ? "yes" : "no", bytes[r] / (1 << 20));
   }
 }
 
 void WriteTrace(const PipelinePlan& plan, double ms, const std::string& path) {
   const double us = 1e3 * ms;
   ChromeTrace trace;
-  for (int s = 0; s < static_cast<int>(plan.timeline.stages.size()); ++s) {
-    trace.NameThread(0, s, "stage " + std::to_string(s));
-    for (const Timeline::Span& span : plan.timeline.stages[s]) {
-      trace.Span(span.action.ToString(), "", 0, s, span.start * us, (span.end - span.start) * us);
+  for (int r = 0; r < static_cast<int>(plan.timeline.ranks.size()); ++r) {
+    trace.NameThread(0, r, "pp rank " + std::to_string(r));
+    for (const Timeline::Span& span : plan.timeline.ranks[r]) {
+      trace.Span(span.action.ToString(), "", 0, r, span.start * us, (span.end - span.start) * us);
     }
   }
   std::ofstream out(path);
@@ -111,7 +114,7 @@ int main(int argc, char** argv) {
     bool profile = false, automatic = false;
     const char* usage =
         "usage: cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] [--gflops RATE] "
-        "[--profile]\n  --ranks: pipeline stages to plan for (default: parallel.pp, at least one per chain)\n"
+        "[--profile]\n  --ranks: pipeline ranks to plan for (default: parallel.pp, at least one per chain)\n"
         "  --gflops: assumed per-rank rate to turn FLOPs into time (default 100)\n"
         "  --profile: time every layer's forward on this machine instead (one process, train.num_threads threads)\n"
         "  --auto: search whole layouts of --ranks ranks on the config's cluster: section;\n"
@@ -146,7 +149,7 @@ int main(int argc, char** argv) {
     costs = PerTpRank(config.model, spec, costs, config.parallel.tp);
     const std::string source = profile ? "profiled on this machine"
                                        : "from a FLOP estimate at " + std::to_string(std::lround(gflops)) + " GFLOP/s per rank";
-    std::printf("cornstarch-plan: %d pipeline stages, %d microbatches of %lld sequences, costs %s%s\n", ranks,
+    std::printf("cornstarch-plan: %d pipeline ranks, %d microbatches of %lld sequences, costs %s%s\n", ranks,
                 microbatches, static_cast<long long>(config.train.micro_batch_size), source.c_str(),
                 config.parallel.tp > 1 ? (", per rank of tp=" + std::to_string(config.parallel.tp)).c_str() : "");
     const std::vector<LayerMemory> memory =
@@ -155,7 +158,8 @@ int main(int argc, char** argv) {
     PipelinePlan aware;
     for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated}) {
       try {
-        const PipelinePlan plan = PlanPipeline(spec, costs, ranks, microbatches, mode);
+        const PipelinePlan plan = PlanPipeline(spec, costs, ranks, microbatches, mode, 0.0,
+                                               static_cast<int>(config.parallel.virtual_stages));
         Print(spec, plan, ms, memory);
         if (mode == PlanMode::kFrozenAware) aware = plan;
       } catch (const Error& e) {

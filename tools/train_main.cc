@@ -125,15 +125,21 @@ int main(int argc, char** argv) {
       }
     }
     const cornstarch::ParallelDims::Coord coord = runtime.coord();
-    if (coord.dp == 0 && coord.cp == 0) {  // one line per pipeline stage
+    if (coord.dp == 0 && coord.cp == 0) {  // one line per pipeline rank
       int64_t total = 0, trainable = 0;
       for (const auto& [name, p] : trainer.model().NamedParameters()) {
         total += p.numel();
         if (p.requires_grad()) trainable += p.numel();
       }
-      const std::vector<int>& layers = plan.stages[coord.pp].layers;
-      spdlog::info("stage {}/{}: {} layers {} .. {}, {} parameters ({} trainable)", coord.pp, plan.stages.size(),
-                   layers.size(), spec.layers[layers.front()].name, spec.layers[layers.back()].name, total,
+      std::string stages;
+      for (int s : plan.graph.StagesOf(coord.pp)) {
+        const std::vector<int>& layers = plan.stages[s].layers;
+        stages += fmt::format("{}stage {}: ", stages.empty() ? "" : "; ", s);
+        stages += layers.size() == 1 ? spec.layers[layers.front()].name
+                                     : fmt::format("{} layers {} .. {}", layers.size(), spec.layers[layers.front()].name,
+                                                   spec.layers[layers.back()].name);
+      }
+      spdlog::info("pp rank {}/{}: {}; {} parameters ({} trainable)", coord.pp, plan.graph.num_ranks(), stages, total,
                    trainable);
     }
     trainer.Run();

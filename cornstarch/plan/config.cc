@@ -480,6 +480,14 @@ void Validate(const Config& c) {
               "encoders." + e.name + ".tp: false to run it whole on every tp rank)", n);
     }
   }
+  if (c.parallel.schedule == ScheduleKind::kInterleaved) {
+    Require(c.parallel.virtual_stages >= 2, "parallel.virtual_stages",
+            "must be >= 2 with parallel.schedule 'interleaved'", c.parallel.virtual_stages);
+    Require(c.parallel.pp >= 2, "parallel.pp", "must be >= 2 with parallel.schedule 'interleaved'", c.parallel.pp);
+  } else {
+    Require(c.parallel.virtual_stages == 1, "parallel.virtual_stages",
+            "must be 1 with parallel.schedule '1f1b' (set schedule: interleaved for more)", c.parallel.virtual_stages);
+  }
   RequirePositive("parallel.cp_block", c.parallel.cp_block);
   RequirePositive("parallel.timeout_seconds", c.parallel.timeout_seconds);
   RequirePositive("parallel.grad_bucket_mib", c.parallel.grad_bucket_mib);

@@ -19,6 +19,7 @@ enum class ProjectorType { kLinear, kMlp };
 enum class PlanMode { kFrozenAware, kUniform, kColocated };
 enum class CostSource { kProfile, kFlops };
 enum class CpSplit { kBalanced, kZigzag, kContiguous };
+enum class ScheduleKind { k1F1B, kInterleaved };
 enum class LrDecay { kCosine, kLinear, kConstant };
 enum class DeviceType { kCpu, kCuda };
 enum class Precision { kAuto, kFp32, kBf16 };
@@ -46,6 +47,7 @@ CS_CHOICES(ProjectorType, "linear", "mlp");
 CS_CHOICES(PlanMode, "frozen_aware", "uniform", "colocated");
 CS_CHOICES(CostSource, "profile", "flops");
 CS_CHOICES(CpSplit, "balanced", "zigzag", "contiguous");
+CS_CHOICES(ScheduleKind, "1f1b", "interleaved");
 CS_CHOICES(LrDecay, "cosine", "linear", "constant");
 CS_CHOICES(DeviceType, "cpu", "cuda");
 CS_CHOICES(Precision, "auto", "fp32", "bf16");
@@ -205,6 +207,8 @@ struct ParallelConfig {
   CpSplit cp_split = CpSplit::kBalanced;
   int64_t cp_block = 128;
   double timeout_seconds = 300.0;
+  ScheduleKind schedule = ScheduleKind::k1F1B;
+  int64_t virtual_stages = 1;
   std::string schedule_file;
   bool auto_layout = false;
   bool overlap_grad_sync = true;
@@ -238,10 +242,17 @@ struct ParallelConfig {
     f("auto", auto_layout, "Choose tp, pp, cp, dp, the micro-batch size, recomputation, sequence parallelism and "
                            "the towers' tp for the job's ranks by the layout cost model on the cluster: section "
                            "(what cornstarch-plan --auto ranks first); the values given here are ignored.");
-    f("schedule_file", schedule_file, "A pipeline schedule written by hand instead of 1F1B: one line per stage, "
-                                      "'stage 0: 0F0 0F1 0B0 ...' (configs/schedules/ has examples; '#' starts a "
-                                      "comment). Compute-only files get their sends and receives added; the file "
-                                      "must fit the planned stages and microbatches. Empty: 1F1B.");
+    f("schedule", schedule, "Pipeline schedule: 1f1b, or interleaved (Megatron-style interleaved 1F1B: each LLM "
+                            "pipeline rank holds virtual_stages non-adjacent pieces of the LLM, a smaller bubble "
+                            "for more messages; encoder stages stay plain). Interleaving needs at least two LLM "
+                            "ranks and microbatches per step that split into rounds of about pp of them.");
+    f("virtual_stages", virtual_stages, "LLM stages per pipeline rank under schedule: interleaved (>= 2); 1 with "
+                                        "1f1b.");
+    f("schedule_file", schedule_file, "A pipeline schedule written by hand instead of the generated one: one line "
+                                      "per pipeline rank, 'rank 0: 0F0 0F1 0B0 ...' (actions name their stage; "
+                                      "configs/schedules/ has examples; '#' starts a comment). Compute-only files "
+                                      "get their sends and receives added; the file must fit the planned stages "
+                                      "and microbatches. Empty: generated.");
     f("timeout_seconds", timeout_seconds, "A communication that does not complete within this many seconds "
                                           "reports the stuck rank and operation and aborts the job.");
     f("overlap_grad_sync", overlap_grad_sync, "Sum gradient buckets over dp while the last backward still runs "

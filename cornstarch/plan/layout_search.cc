@@ -45,6 +45,7 @@ std::string Describe(const Layout& l) {
   if (l.sequence_parallel) out += " sp";
   if (l.recompute) out += " recompute";
   if (l.tp > 1 && !l.encoders_tp) out += " enc-whole";
+  if (l.virtual_stages > 1) out += " v" + std::to_string(l.virtual_stages);
   return out;
 }
 
@@ -55,6 +56,8 @@ Config WithLayout(const Config& base, const Layout& l) {
   c.parallel.cp = l.cp;
   c.parallel.dp = l.dp;
   c.parallel.sequence_parallel = l.sequence_parallel;
+  c.parallel.virtual_stages = l.virtual_stages;
+  c.parallel.schedule = l.virtual_stages > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
   c.train.micro_batch_size = l.micro_batch_size;
   c.model.activation_checkpointing = l.recompute;
   for (EncoderConfig& e : c.model.encoders) e.tp = l.encoders_tp;
@@ -124,7 +127,7 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout) {
   PipelinePlan plan;
   try {
     const PlanMode mode = layout.pp == 1 ? PlanMode::kColocated : c.parallel.pipeline;
-    plan = PlanPipeline(spec, costs, layout.pp, microbatches, mode, transfer);
+    plan = PlanPipeline(spec, costs, layout.pp, microbatches, mode, transfer, layout.virtual_stages);
   } catch (const Error& e) {
     out.rejected = e.what();
     return out;
@@ -135,17 +138,18 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout) {
   // Gradients: summed over dp x cp once per step; overlapped, all but what outlasts the last microbatch's backward.
   const std::vector<LayerMemory> memory =
       EstimateLayerMemory(c.model, spec, llm_tokens, layout.micro_batch_size, layout.tp, layout.sequence_parallel);
-  const std::vector<double> stage_bytes = StageMemoryBytes(plan, spec, memory);
+  const std::vector<double> rank_bytes = RankMemoryBytes(plan, spec, memory);
   const int replicas = layout.dp * layout.cp;
   const double grad_elem = c.parallel.grad_reduce_dtype == FloatType::kBf16 ? 2.0 : 4.0;
-  for (size_t s = 0; s < plan.stages.size(); ++s) {
-    double trainable = 0;
-    for (int l : plan.stages[s].layers) trainable += spec.layers[l].trainable ? memory[l].parameters : 0;
+  for (int r = 0; r < plan.graph.num_ranks(); ++r) {
+    double trainable = 0, last_backward = 0;
+    for (int l : LayersOfRank(plan, r)) trainable += spec.layers[l].trainable ? memory[l].parameters : 0;
+    for (int s : plan.graph.StagesOf(r)) last_backward += plan.stages[s].backward;
     const double reduce = AllReduceSeconds(trainable * grad_elem, replicas, gbps(per_stage), latency);
-    const double hidden = c.parallel.overlap_grad_sync ? plan.stages[s].backward : 0.0;
+    const double hidden = c.parallel.overlap_grad_sync ? last_backward : 0.0;
     out.dp_exposed_seconds = std::max(out.dp_exposed_seconds, std::max(0.0, reduce - hidden));
-    // The sharded optimizer keeps 1/dp of the two moments (8 of StageMemoryBytes' 16 bytes per parameter).
-    double bytes = stage_bytes[s];
+    // The sharded optimizer keeps 1/dp of the two moments (8 of RankMemoryBytes' 16 bytes per parameter).
+    double bytes = rank_bytes[r];
     if (c.optimizer.shard && layout.dp > 1) bytes -= 8.0 * trainable * (1.0 - 1.0 / layout.dp);
     out.memory_bytes = std::max(out.memory_bytes, bytes);
   }
@@ -186,7 +190,10 @@ std::vector<LayoutCost> SearchLayouts(const Config& base, int ranks) {
           for (const bool recompute : {false, true}) {
             for (const bool encoders_tp : {true, false}) {
               if ((tp == 1 || base.model.encoders.empty()) && !encoders_tp) continue;  // the same layout
-              out.push_back(PredictLayout(base, Layout{tp, pp, cp, dp, mb, recompute, tp > 1, encoders_tp}));
+              for (const int v : {1, 2}) {
+                if (v > 1 && pp == 1) continue;  // interleaving needs a pipeline
+                out.push_back(PredictLayout(base, Layout{tp, pp, cp, dp, mb, recompute, tp > 1, encoders_tp, v}));
+              }
             }
           }
         }
@@ -203,7 +210,9 @@ std::vector<LayoutCost> SearchLayouts(const Config& base, int ranks) {
 std::string LayoutYaml(const Config& base, const Layout& l) {
   std::string out = "parallel:\n  tp: " + std::to_string(l.tp) + "\n  pp: " + std::to_string(l.pp) + "\n  cp: " +
                     std::to_string(l.cp) + "\n  dp: " + std::to_string(l.dp) + "\n  sequence_parallel: " +
-                    (l.sequence_parallel ? "true" : "false") + "\ntrain:\n  micro_batch_size: " +
+                    (l.sequence_parallel ? "true" : "false") + "\n  schedule: " +
+                    (l.virtual_stages > 1 ? "interleaved" : "1f1b") + "\n  virtual_stages: " +
+                    std::to_string(l.virtual_stages) + "\ntrain:\n  micro_batch_size: " +
                     std::to_string(l.micro_batch_size) + "\nmodel:\n  activation_checkpointing: " +
                     (l.recompute ? "true" : "false") + "\n";
   if (!base.model.encoders.empty()) {

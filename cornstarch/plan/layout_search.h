@@ -1,12 +1,13 @@
 // The whole parallel layout chosen by a cost model of one training step: tp x pp x cp x dp, the micro-batch size,
-// activation recomputation, sequence parallelism and whether the towers split over tp, for a cluster described in
-// the config's `cluster:` section. One step of a layout is predicted as
-//   the 1F1B pipeline simulated (plan/schedule.h) on per-rank layer times: the frozen-aware FLOPs (plan/cost_model.h)
+// activation recomputation, sequence parallelism, whether the towers split over tp and the pipeline schedule (1F1B
+// or interleaved over 2 virtual stages), for a cluster described in the config's `cluster:` section. One step of a
+// layout is predicted as
+//   the pipeline schedule simulated (plan/schedule.h) on per-rank layer times: the frozen-aware FLOPs (plan/cost_model.h)
 //     over cp and tp at cluster.tflops x efficiency, plus each split layer's tp collectives (two forward, two
 //     backward, ring cost), each LLM block's cp K/V all-gather (and its reduce-scatter backward), and a pp message
 //     per stage boundary and microbatch;
 //   plus the part of the gradient all-reduce over dp x cp that the last backward does not hide.
-// Memory per rank is the fullest stage's (StageMemoryBytes at the layout's tp, cp and micro-batch size, the
+// Memory per rank is the fullest rank's (RankMemoryBytes at the layout's tp, cp and micro-batch size, the
 // sharded optimizer's moments divided over dp). Groups are placed as the rank mesh places them (tp innermost, pp
 // outermost): a group inside a node uses the intra-node bandwidth, one that spans nodes the inter-node one.
 // Pure: a config comes in, predictions come out.
@@ -25,6 +26,7 @@ struct Layout {
   bool recompute = false;        // model.activation_checkpointing
   bool sequence_parallel = false;
   bool encoders_tp = true;       // every tower's model.encoders.<name>.tp
+  int virtual_stages = 1;        // > 1: parallel.schedule interleaved
 
   int ranks() const { return tp * pp * cp * dp; }
 };
@@ -38,7 +40,7 @@ struct LayoutCost {
   double pipeline_seconds = 0;   // the simulated pipeline, communication inside it included
   double dp_exposed_seconds = 0; // the gradient all-reduce's share that backward does not hide
   double bubble = 0;             // idle share of the pipeline
-  double memory_bytes = 0;       // per rank, the fullest stage's
+  double memory_bytes = 0;       // per rank, the fullest rank's
   double tokens_per_second = 0;
   double mfu = 0;                // model FLOPs per second over the ranks' peak
   std::string rejected;          // why it cannot run (invalid, spans nodes, out of memory); empty: a candidate
@@ -51,7 +53,8 @@ Config WithLayout(const Config& base, const Layout& layout);
 LayoutCost PredictLayout(const Config& base, const Layout& layout);
 
 // Every layout of `ranks` ranks (tp within a node; micro-batch sizes that divide the per-replica batch;
-// recomputation on and off; sequence parallelism whenever tp > 1; towers split or whole), the candidates by
+// recomputation on and off; sequence parallelism whenever tp > 1; towers split or whole; 1F1B, and interleaved
+// over 2 virtual stages when pp > 1), the candidates by
 // predicted step time, then the rejected ones.
 std::vector<LayoutCost> SearchLayouts(const Config& base, int ranks);
 

@@ -1,5 +1,6 @@
 #include "cornstarch/plan/planner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -66,11 +67,13 @@ Timeline SimulatePlan(const PipelinePlan& plan, double transfer) {
 
 void Finish(PipelinePlan& plan, int microbatches, double transfer) {
   std::vector<bool> has_backward;
-  for (const StagePlan& s : plan.stages) {
-    has_backward.push_back(s.backward > 0);
-    plan.bottleneck = std::max(plan.bottleneck, s.forward + s.backward);
+  for (const StagePlan& s : plan.stages) has_backward.push_back(s.backward > 0);
+  plan.graph = MakeStageGraph(plan.encoder_stages, plan.llm_stages, has_backward, plan.virtual_stages);
+  for (int r = 0; r < plan.graph.num_ranks(); ++r) {
+    double busy = 0;
+    for (int s : plan.graph.StagesOf(r)) busy += plan.stages[s].forward + plan.stages[s].backward;
+    plan.bottleneck = std::max(plan.bottleneck, busy);
   }
-  plan.graph = MakeStageGraph(plan.encoder_stages, plan.llm_stages, has_backward);
   plan.schedule = AddSendRecv(plan.graph, Generate1F1B(plan.graph, microbatches));
   ValidateSchedule(plan.graph, plan.schedule, microbatches);
   plan.timeline = SimulatePlan(plan, transfer);
@@ -78,11 +81,12 @@ void Finish(PipelinePlan& plan, int microbatches, double transfer) {
 
 // Every encoder on the first stage, ahead of its share of the LLM: one chain of stages.
 PipelinePlan Colocated(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_stages, PlanMode mode,
-                       Cut cut) {
+                       Cut cut, int virtual_stages) {
   const ChainSpec& llm = spec.chains[spec.llm_chain()];
   PipelinePlan plan;
   plan.mode = mode;
   plan.llm_stages = num_stages;
+  plan.virtual_stages = virtual_stages;
   if (cut == Cut::kUniform) {
     plan.stages = CutItems(Singles(llm.begin, llm.end), num_stages, costs, cut);
     std::vector<int> layers = Range(0, llm.begin);
@@ -99,12 +103,17 @@ PipelinePlan Colocated(const ModelSpec& spec, const std::vector<LayerCost>& cost
 
 }  // namespace
 
-PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_stages,
-                          int microbatches, PlanMode mode, double transfer) {
+PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_ranks,
+                          int microbatches, PlanMode mode, double transfer, int v) {
   CS_CHECK(costs.size() == spec.layers.size(), costs.size(), " costs for ", spec.layers.size(), " layers");
+  CS_CHECK(v >= 1, "virtual stages ", v);
   const int encoders = spec.llm_chain();
   const ChainSpec& llm = spec.chains[spec.llm_chain()];
   const int llm_layers = llm.end - llm.begin;
+  // Whether `ranks` LLM ranks can hold v stages each: enough layers, and under interleaving the rounds fit.
+  auto llm_fits = [&](int ranks) {
+    return ranks * v <= llm_layers && (v == 1 || InterleavingFits(ranks, microbatches));
+  };
   PipelinePlan best;
   double best_makespan = std::numeric_limits<double>::infinity();
   auto consider = [&](PipelinePlan plan) {
@@ -117,17 +126,18 @@ PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& c
                                     ? std::vector<Cut>{Cut::kMinBottleneck, Cut::kFrontLoaded, Cut::kUniform}
                                     : std::vector<Cut>{Cut::kUniform};
   if (mode == PlanMode::kColocated || (mode == PlanMode::kFrozenAware && encoders > 0)) {
-    if (num_stages >= 1 && num_stages <= llm_layers) {
-      for (Cut cut : cuts) consider(Colocated(spec, costs, num_stages, mode, cut));
+    if (num_ranks >= 1 && llm_fits(num_ranks)) {
+      for (Cut cut : cuts) consider(Colocated(spec, costs, num_ranks * v, mode, cut, v));
     } else if (mode == PlanMode::kColocated) {
-      throw Error("parallel.pp: the colocated layout needs 1.." + std::to_string(llm_layers) + " stages, got " +
-                  std::to_string(num_stages));
+      throw Error("parallel.pp: the colocated layout needs 1.." + std::to_string(llm_layers / v) + " ranks" +
+                  (v > 1 ? " whose microbatches fit interleaving's rounds" : "") + ", got " +
+                  std::to_string(num_ranks));
     }
   }
   if (mode != PlanMode::kColocated) {
-    if (num_stages < encoders + 1 && mode == PlanMode::kUniform) {
+    if (num_ranks < encoders + 1 && mode == PlanMode::kUniform) {
       throw Error("parallel.pp: uniform needs at least one stage per encoder and one for the LLM (" +
-                  std::to_string(encoders + 1) + "), got " + std::to_string(num_stages) +
+                  std::to_string(encoders + 1) + "), got " + std::to_string(num_ranks) +
                   "; use more ranks or parallel.pipeline=frozen_aware or colocated");
     }
     // Every split of the stage budget: k_c >= 1 stages per chain, no more stages than layers, sum = num_stages.
@@ -135,13 +145,14 @@ PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& c
     std::function<void(int, int)> search = [&](int chain, int left) {
       const ChainSpec& c = spec.chains[chain];
       if (chain == encoders) {
-        if (left < 1 || left > c.end - c.begin) return;
-        split[chain] = left;
+        if (left < 1 || !llm_fits(left)) return;
+        split[chain] = left * v;
         for (Cut cut : cuts) {
           PipelinePlan plan;
           plan.mode = mode;
           plan.encoder_stages.assign(split.begin(), split.end() - 1);
-          plan.llm_stages = left;
+          plan.llm_stages = left * v;
+          plan.virtual_stages = v;
           for (int k = 0; k <= encoders; ++k) {
             for (StagePlan& s : CutItems(Singles(spec.chains[k].begin, spec.chains[k].end), split[k], costs, cut)) {
               plan.stages.push_back(std::move(s));
@@ -156,12 +167,26 @@ PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& c
         search(chain + 1, left - k);
       }
     };
-    search(0, num_stages);
+    search(0, num_ranks);
   }
   if (!std::isfinite(best_makespan)) {
-    throw Error("parallel.pp: " + std::to_string(num_stages) + " stages cannot be filled: the chains have fewer layers");
+    throw Error("parallel.pp: " + std::to_string(num_ranks) + " ranks cannot be filled" +
+                (v > 1 ? " with " + std::to_string(v) + " virtual stages each: the LLM needs at least two ranks, as "
+                         "many layers as stages, and microbatches per step (" + std::to_string(microbatches) +
+                         ") that split into rounds over its ranks (change train.global_batch_size, "
+                         "train.micro_batch_size or parallel.virtual_stages)"
+                       : std::string(": the chains have fewer layers")));
   }
   return best;
+}
+
+std::vector<int> LayersOfRank(const PipelinePlan& plan, int rank) {
+  std::vector<int> layers;
+  for (int s : plan.graph.StagesOf(rank)) {
+    layers.insert(layers.end(), plan.stages[s].layers.begin(), plan.stages[s].layers.end());
+  }
+  std::sort(layers.begin(), layers.end());
+  return layers;
 }
 
 int MicrobatchesPerStep(const Config& config) {
@@ -197,7 +222,8 @@ PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const s
   const int pp = static_cast<int>(config.parallel.pp);
   const PlanMode mode = pp == 1 ? PlanMode::kColocated : config.parallel.pipeline;
   PipelinePlan plan = PlanPipeline(spec, PerTpRank(config.model, spec, costs, config.parallel.tp), pp,
-                                   MicrobatchesPerStep(config), mode);
+                                   MicrobatchesPerStep(config), mode, 0.0,
+                                   static_cast<int>(config.parallel.virtual_stages));
   if (!config.parallel.schedule_file.empty()) {
     // The placement was chosen under 1F1B; the file replaces the order the stages run it in.
     plan.schedule = LoadScheduleFile(config.parallel.schedule_file, plan.graph, MicrobatchesPerStep(config));
@@ -206,21 +232,21 @@ PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const s
   return plan;
 }
 
-std::vector<double> StageMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
-                                     const std::vector<LayerMemory>& memory) {
+std::vector<double> RankMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
+                                    const std::vector<LayerMemory>& memory) {
   std::vector<double> bytes;
-  for (size_t s = 0; s < plan.stages.size(); ++s) {
-    int live = 0, peak = 0;  // a stage without backward keeps nothing between microbatches
-    for (const Action& a : plan.schedule[s]) {
-      if (!plan.graph.has_backward[s]) break;
-      if (a.type == ActionType::kForward) peak = std::max(peak, ++live);
-      if (a.type == ActionType::kBackward) --live;
+  for (int r = 0; r < plan.graph.num_ranks(); ++r) {
+    double weights = 0, live = 0, peak = 0;
+    for (int l : LayersOfRank(plan, r)) weights += memory[l].parameters * (spec.layers[l].trainable ? 16 : 4);
+    for (const Action& a : plan.schedule[r]) {
+      // A stage without backward keeps nothing between microbatches.
+      if (!plan.graph.has_backward[a.stage]) continue;
+      double activations = 0;
+      for (int l : plan.stages[a.stage].layers) activations += memory[l].activation_bytes;
+      if (a.type == ActionType::kForward) peak = std::max(peak, live += activations);
+      if (a.type == ActionType::kBackward) live -= activations;
     }
-    double b = 0;
-    for (int l : plan.stages[s].layers) {
-      b += memory[l].parameters * (spec.layers[l].trainable ? 16 : 4) + peak * memory[l].activation_bytes;
-    }
-    bytes.push_back(b);
+    bytes.push_back(weights + peak);
   }
   return bytes;
 }
@@ -231,7 +257,9 @@ std::string DescribeStages(const PipelinePlan& plan, const ModelSpec& spec) {
     out += spec.chains[c].name + ":" + std::to_string(plan.encoder_stages[c]) + " ";
   }
   const bool shared = plan.encoder_stages.empty() && spec.chains.size() > 1;
-  return out + (shared ? "encoders+llm:" : "llm:") + std::to_string(plan.llm_stages);
+  out += (shared ? "encoders+llm:" : "llm:") + std::to_string(plan.llm_stages);
+  if (plan.virtual_stages > 1) out += " on " + std::to_string(plan.llm_stages / plan.virtual_stages) + " ranks";
+  return out;
 }
 
 }  // namespace cornstarch

@@ -9,7 +9,9 @@
 //   uniform       each chain on stages of its own, the same search over splits, equal layer counts per stage.
 //   colocated     the LLM-centric baseline (Megatron-style): one chain of stages; every encoder runs on the first
 //                 stage, and the LLM is cut into equal layer counts, blind to the encoders' cost and to freezing.
-// Pure: costs come in, a plan comes out.
+// Under interleaving (v virtual stages) the LLM's share of the ranks, p of them, gets p v stages, cut by the same
+// rules, stage j on LLM rank j mod p; the search skips splits that leave the LLM one rank or microbatches that do
+// not fit the rounds (InterleavingFits). Pure: costs come in, a plan comes out.
 #pragma once
 
 #include <string>
@@ -30,7 +32,8 @@ struct StagePlan {
 struct PipelinePlan {
   PlanMode mode = PlanMode::kFrozenAware;
   std::vector<int> encoder_stages;  // stages per encoder chain (empty: encoders on the first LLM stage)
-  int llm_stages = 0;
+  int llm_stages = 0;               // virtual_stages per LLM rank
+  int virtual_stages = 1;
   std::vector<StagePlan> stages;    // encoders' stages first, then the LLM's
   StageGraph graph;
   Schedule schedule;
@@ -38,10 +41,13 @@ struct PipelinePlan {
   double bottleneck = 0;            // max over stages of forward + backward
 };
 
-// Throws Error naming parallel.pp when the stages cannot be filled (uniform: fewer stages than chains; any mode:
-// more stages than layers).
-PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_stages,
-                          int microbatches, PlanMode mode, double transfer = 0.0);
+// `num_ranks` pipeline ranks. Throws Error naming parallel.pp when the stages cannot be filled (uniform: fewer
+// ranks than chains; any mode: more stages than layers; interleaved: no split that fits).
+PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& costs, int num_ranks,
+                          int microbatches, PlanMode mode, double transfer = 0.0, int virtual_stages = 1);
+
+// The layers pipeline rank `rank` runs: those of its stages, in model order.
+std::vector<int> LayersOfRank(const PipelinePlan& plan, int rank);
 
 // Microbatches per step on one data-parallel rank: global_batch_size / (micro_batch_size * dp).
 int MicrobatchesPerStep(const Config& config);
@@ -61,17 +67,19 @@ bool SplitOverTp(const ModelConfig& model, const ModelSpec& spec, int layer);
 std::vector<LayerCost> PerTpRank(const ModelConfig& model, const ModelSpec& spec, std::vector<LayerCost> costs,
                                  int64_t tp);
 
-// The plan a run executes: parallel.pp stages placed as parallel.pipeline says on PerTpRank of `costs` (one
-// microbatch's, of the whole layers); pp = 1 is one stage holding every layer, whatever the mode.
+// The plan a run executes: parallel.pp ranks (parallel.virtual_stages LLM stages each under the interleaved
+// schedule) placed as parallel.pipeline says on PerTpRank of `costs` (one microbatch's, of the whole layers);
+// pp = 1 is one stage holding every layer, whatever the mode.
 PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const std::vector<LayerCost>& costs);
 
-// Peak bytes of each stage under the plan's schedule: fp32 weights, for trainable parameters also the gradient
-// and AdamW's two moments, and the activations of as many microbatches as the schedule holds between their
-// forward and backward at once.
-std::vector<double> StageMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
-                                     const std::vector<LayerMemory>& memory);
+// Peak bytes of each pipeline rank under the plan's schedule: fp32 weights, for trainable parameters also the
+// gradient and AdamW's two moments, and the activations its stages hold between a microbatch's forward and
+// backward, at the schedule's fullest moment.
+std::vector<double> RankMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
+                                    const std::vector<LayerMemory>& memory);
 
-// "vision:1 audio:1 llm:2" (stages per chain), or "encoders+llm:2" when the encoders share the first LLM stage.
+// "vision:1 audio:1 llm:2" (stages per chain), or "encoders+llm:2" when the encoders share the first LLM stage;
+// interleaved, the LLM's as "llm:4 on 2 ranks".
 std::string DescribeStages(const PipelinePlan& plan, const ModelSpec& spec);
 
 }  // namespace cornstarch

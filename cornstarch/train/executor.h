@@ -1,12 +1,14 @@
-// Runs one pipeline stage's action list (plan/schedule.h) for an optimizer step: forwards and backwards of
-// the stage's layers, activations and gradients to and from the neighbouring stages over the pipeline group.
-// One executor for every layout: pp = 1 is a single stage whose list is F0 B0 F1 B1 ...
+// Runs one pipeline rank's action list (plan/schedule.h) for an optimizer step: forwards and backwards of the
+// layers of its stage (or, interleaved, of each of its stages), activations and gradients to and from the ranks
+// of the neighbouring stages over the pipeline group. One executor for every layout: pp = 1 is a single stage
+// whose list is F0 B0 F1 B1 ...
 //
 // What crosses a stage boundary is the output of the sending stage's last layer: an encoder's hidden state, its
 // projected features (which the first LLM stage writes over the placeholders), or the LLM's hidden state. Every
 // stage holds the step's microbatches itself (the data is a function of the seed), so masks and RoPE tables never
 // travel, and both sides know each activation's shape from the config and the microbatch
-// (MultimodalModel::OutputSizes): no message announces it, and microbatches may still differ in length. Each run of
+// (MultimodalModel::OutputSizes): no message announces it, and microbatches may still differ in length. MPI tells
+// messages apart by a tag of (microbatch, receiving stage, kind), NCCL by their order. Each run of
 // sends and receives between two computes is posted as one group (Communicator::StartP2P): on NCCL the stage's
 // sends and receives of one step then wait on each other's peers together, and activations stay on the GPU.
 #pragma once
@@ -34,25 +36,26 @@ struct ActionTiming {
 
 class PipelineExecutor {
  public:
-  // `model` holds at least this stage's layers; `pp` is the pipeline group, whose rank r runs stage r (not
-  // owned; unused when the plan has one stage); `cp` the context-parallel group the LLM's attention spans; `tp`
-  // the tensor-parallel group of a sharded model (null: none). A tp group runs the same actions in lockstep, each
+  // `model` holds at least the layers of `rank`'s stages; `pp` is the pipeline group, whose rank r runs the
+  // stages plan.graph places on r (not owned; unused when the plan has one stage); `cp` the context-parallel group
+  // the LLM's attention spans; `tp` the tensor-parallel group of a sharded model (null: none). A tp group runs the same actions in lockstep, each
   // rank exchanging activations with the ranks of its own tp coordinate on the neighbouring stages.
   // `precision` (kFp32 or kBf16, EffectivePrecision) is how forwards compute and what dtype activations and
   // their gradients travel in between stages: in bf16 each forward action runs under autocast.
-  PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int stage, Communicator& pp, Communicator& cp,
+  PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int rank, Communicator& pp, Communicator& cp,
                    Communicator* tp = nullptr, Precision precision = Precision::kFp32);
   ~PipelineExecutor();
 
-  // Runs this stage's actions over the step's microbatches (plan's microbatch count); the gradient of
-  // sum(token losses) / loss_scale accumulates into the stage's parameters. Returns the sum of the token losses
-  // on the last stage (its first tp rank: they all compute the same) and 0 elsewhere. `before_last_backward` (if set) runs just before the stage's last backward,
-  // whose gradients complete the step's: where overlapped gradient synchronisation arms itself.
+  // Runs this rank's actions over the step's microbatches (plan's microbatch count); the gradient of
+  // sum(token losses) / loss_scale accumulates into its parameters. Returns the sum of the token losses on the
+  // last stage's rank (its first tp rank: they all compute the same) and 0 elsewhere. `before_last_backward` (if
+  // set) runs just before the rank's last backward, whose gradients complete the step's for one stage (all of
+  // them without interleaving): where overlapped gradient synchronisation arms itself.
   double Step(const std::vector<Batch>& micro, double loss_scale,
               const std::function<void()>& before_last_backward = {});
 
-  // Forward passes only, without gradients: every stage runs its forwards of `micro` in order and passes them on
-  // (the plan's stages, no backward anywhere). Returns the sum of the token losses on the last stage, 0 elsewhere.
+  // Forward passes only, without gradients: every stage runs its forwards of `micro` and passes them on (the
+  // plan's stages, no backward anywhere). Returns the sum of the token losses on the last stage's rank, 0 elsewhere.
   double Evaluate(const std::vector<Batch>& micro);
 
   // Start and end of every action of the last Step, in order.
@@ -62,27 +65,30 @@ class PipelineExecutor {
   struct LayerRun {
     int chain, begin, end;  // layers [begin, end) of one chain, run back to back
   };
-  struct InFlight;  // one microbatch between its forward and its last gradient send
+  struct StageRuns {
+    std::vector<LayerRun> runs;
+    std::map<int, int> producer_layer;  // producer stage -> the layer whose output it sends
+  };
+  struct InFlight;  // one stage's microbatch between its forward and its last gradient send
 
-  InFlight& Slot(int mb);
+  InFlight& Slot(int stage, int mb);
   // `timed`: record timings() (training steps only: they are what traces show).
   double Run(const std::vector<Action>& actions, const std::vector<Batch>& micro, double loss_scale, bool timed,
              const std::function<void()>& before_last_backward = {});
-  void Forward(int mb, const Batch& batch, double loss_scale);
-  void Backward(int mb);
+  void Forward(int stage, int mb, const Batch& batch, double loss_scale);
+  void Backward(int stage, int mb);
   // Posts `group` (consecutive sends and receives of the schedule) together and waits for its receives.
   void Exchange(const std::vector<Action>& group, const std::vector<Batch>& micro);
 
   MultimodalModel& model_;
   const PipelinePlan plan_;
-  const int stage_;
+  const int rank_;
   Communicator& pp_;
   Communicator& cp_;
   Communicator* tp_;
   bool bf16_;
-  std::vector<LayerRun> runs_;
-  std::map<int, int> producer_layer_;  // producer stage -> the layer whose output it sends
-  std::map<int, std::unique_ptr<InFlight>> in_flight_;
+  std::map<int, StageRuns> stages_;  // this rank's
+  std::map<std::pair<int, int>, std::unique_ptr<InFlight>> in_flight_;  // by (stage, microbatch)
   std::vector<std::unique_ptr<Work>> sends_;  // completed at the end of the step
   std::vector<ActionTiming> timings_;
   StageGraph forward_graph_;  // the plan's graph without any backward: evaluation's

@@ -34,12 +34,12 @@ const char* Category(ActionType t) {
          : t == ActionType::kRecvF || t == ActionType::kRecvB ? "wait" : "send";
 }
 
-// Planned (top) and measured (bottom) compute spans per stage, each scaled to its own makespan.
+// Planned (top) and measured (bottom) compute spans per pipeline rank, each scaled to its own makespan.
 std::string Svg(const PipelinePlan& plan, const std::vector<std::vector<std::pair<double, double>>>& fwd,
                 const std::vector<std::vector<std::pair<double, double>>>& bwd, double measured_makespan) {
-  const int stages = plan.graph.num_stages();
+  const int ranks = plan.graph.num_ranks();
   const double width = 1000, row = 18, gap = 40, left = 90;
-  const double height = 2 * stages * row + 3 * gap;
+  const double height = 2 * ranks * row + 3 * gap;
   std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(left + width + 20) +
                     "\" height=\"" + std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   auto rect = [&](double x0, double x1, double y, const char* color) {
@@ -50,24 +50,24 @@ std::string Svg(const PipelinePlan& plan, const std::vector<std::vector<std::pai
   auto label = [&](double y, const std::string& text) {
     svg += "<text x=\"4\" y=\"" + std::to_string(y + row - 6) + "\">" + text + "</text>\n";
   };
-  svg += "<text x=\"4\" y=\"" + std::to_string(gap - 12) + "\">planned (simulated) 1F1B; blue forward, orange "
+  svg += "<text x=\"4\" y=\"" + std::to_string(gap - 12) + "\">planned (simulated) schedule; blue forward, orange "
          "backward</text>\n";
-  for (int s = 0; s < stages; ++s) {
-    const double y = gap + s * row;
-    label(y, "stage " + std::to_string(s));
-    for (const Timeline::Span& span : plan.timeline.stages[s]) {
+  for (int r = 0; r < ranks; ++r) {
+    const double y = gap + r * row;
+    label(y, "pp rank " + std::to_string(r));
+    for (const Timeline::Span& span : plan.timeline.ranks[r]) {
       const double k = width / plan.timeline.makespan;
       rect(span.start * k, span.end * k, y, span.action.type == ActionType::kForward ? "#4c78a8" : "#f58518");
     }
   }
-  const double top = 2 * gap + stages * row;
+  const double top = 2 * gap + ranks * row;
   svg += "<text x=\"4\" y=\"" + std::to_string(top - 12) + "\">measured, last traced step (" +
          std::to_string(static_cast<int64_t>(measured_makespan / 1e3)) + " ms)</text>\n";
-  for (int s = 0; s < stages; ++s) {
-    const double y = top + s * row, k = width / measured_makespan;
-    label(y, "stage " + std::to_string(s));
-    for (const auto& [a, b] : fwd[s]) rect(a * k, b * k, y, "#4c78a8");
-    for (const auto& [a, b] : bwd[s]) rect(a * k, b * k, y, "#f58518");
+  for (int r = 0; r < ranks; ++r) {
+    const double y = top + r * row, k = width / measured_makespan;
+    label(y, "pp rank " + std::to_string(r));
+    for (const auto& [a, b] : fwd[r]) rect(a * k, b * k, y, "#4c78a8");
+    for (const auto& [a, b] : bwd[r]) rect(a * k, b * k, y, "#f58518");
   }
   return svg + "</svg>\n";
 }
@@ -118,8 +118,8 @@ void TraceRecorder::Write(DistRuntime& runtime, const PipelinePlan& plan, const 
     last_step = std::max(last_step, static_cast<int64_t>(a[i * kFields + 5]));
   }
   ChromeTrace trace;
-  const int stages = plan.graph.num_stages();
-  std::vector<std::vector<std::pair<double, double>>> fwd(stages), bwd(stages);
+  const int ranks = plan.graph.num_ranks();
+  std::vector<std::vector<std::pair<double, double>>> fwd(ranks), bwd(ranks);  // per pipeline rank
   double step_begin = 1e300, step_end = 0;
   for (int r = 0; r < world.size(); ++r) {
     const ParallelDims::Coord c = runtime.dims().CoordOf(r);
@@ -144,21 +144,21 @@ void TraceRecorder::Write(DistRuntime& runtime, const PipelinePlan& plan, const 
       }
       trace.Span(action.ToString(), Category(action.type), r, 0, start - origin, end - start, {{"step", step}});
       // The picture: the last traced step of the first dp/cp replica.
-      if (step != last_step || c.dp != 0 || c.cp != 0) continue;
+      if (step != last_step || c.dp != 0 || c.cp != 0 || c.tp != 0) continue;
       step_begin = std::min(step_begin, start);
       step_end = std::max(step_end, end);
-      if (action.type == ActionType::kForward) fwd[action.stage].push_back({start, end});
-      if (action.type == ActionType::kBackward) bwd[action.stage].push_back({start, end});
+      if (action.type == ActionType::kForward) fwd[c.pp].push_back({start, end});
+      if (action.type == ActionType::kBackward) bwd[c.pp].push_back({start, end});
     }
   }
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   WriteFileAtomically(path, trace.Json());
-  if (stages > 1 && step_end > step_begin) {
+  if (ranks > 1 && step_end > step_begin) {
     for (auto* spans : {&fwd, &bwd}) {
-      for (auto& stage : *spans) {
-        for (auto& [x, y] : stage) x -= step_begin, y -= step_begin;
+      for (auto& rank : *spans) {
+        for (auto& [x, y] : rank) x -= step_begin, y -= step_begin;
       }
     }
     WriteFileAtomically(path + ".svg", Svg(plan, fwd, bwd, step_end - step_begin));

@@ -62,10 +62,10 @@ void Trainer::Init() {
   ConfigureTorchRuntime(config.train.num_threads, runtime_.env().local_world_size);
   const ModelSpec spec = BuildModelSpec(config.model);
   plan_ = std::make_unique<PipelinePlan>(BuildPipelinePlan(config, spec, runtime_));
-  const int stage = runtime_.coord().pp;
+  const int pp_rank = runtime_.coord().pp;
   Communicator& tp = runtime_.group(Axis::kTP);
   const TpShard tp_shard{tp.rank(), tp.size(), config.parallel.sequence_parallel && tp.size() > 1};
-  model_ = std::make_unique<MultimodalModel>(config.model, config.train.seed, plan_->stages[stage].layers, tp_shard);
+  model_ = std::make_unique<MultimodalModel>(config.model, config.train.seed, LayersOfRank(*plan_, pp_rank), tp_shard);
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ModelConfig& m = config.model;
     if (!(c == spec.llm_chain() ? m.llm.weights : m.encoders[c].weights).empty()) LoadHfWeights(*model_, c);
@@ -87,7 +87,7 @@ void Trainer::Init() {
   Communicator* tp_group = tp.size() > 1 ? (tp_nccl_ ? tp_nccl_.get() : &tp) : nullptr;
   const Precision precision = EffectivePrecision(config.train);
   if (device_.is_cuda() && precision == Precision::kFp32) AllowTf32();
-  executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, stage, pp_nccl_ ? *pp_nccl_ : pp,
+  executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, pp_rank, pp_nccl_ ? *pp_nccl_ : pp,
                                                  runtime_.group(Axis::kCP), tp_group, precision);
   const DataRank data_rank{dp.rank(), dp.size()};
   data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kTrain, data_rank);

@@ -62,7 +62,7 @@ int main() {
     Schedule s;
     CS_CHECK(Generate(MakeStageGraph(e.enc, e.llm, e.backward), e.m, s), "example");
     std::printf("#\n# %s\n", GoldenKey(e.enc, e.llm, e.backward, e.m).c_str());
-    const std::string text = FormatSchedule(s);
+    const std::string text = GoldenText(s);
     for (size_t begin = 0, end; begin < text.size(); begin = end + 1) {
       end = text.find('\n', begin);
       std::printf("#   %s\n", text.substr(begin, end - begin).c_str());
@@ -77,7 +77,7 @@ int main() {
     for (int m : microbatches) {
       Schedule s;
       if (!Generate(g, m, s)) continue;
-      std::printf("%s fnv1a64=%s\n", GoldenKey(enc, llm, backward, m).c_str(), Fnv1a64(FormatSchedule(s)).c_str());
+      std::printf("%s fnv1a64=%s\n", GoldenKey(enc, llm, backward, m).c_str(), Fnv1a64(GoldenText(s)).c_str());
       ++cases;
     }
   };

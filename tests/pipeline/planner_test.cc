@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <numeric>
 #include <set>
 
 #include "cornstarch/plan/config.h"
@@ -115,7 +117,7 @@ TEST_CASE("too few stages for separate encoder stages: uniform refuses, frozen-a
   CHECK(plan.encoder_stages.empty());
   CHECK(plan.stages.size() == 2);
   CHECK_THROWS_WITH(PlanPipeline(spec, Costs(c, spec), 100, 4, PlanMode::kFrozenAware),
-                    "parallel.pp: 100 stages cannot be filled: the chains have fewer layers");
+                    "parallel.pp: 100 ranks cannot be filled: the chains have fewer layers");
 }
 
 TEST_CASE("frozen-aware placement is no worse than the colocated baseline with a heavy frozen encoder", "[planner]") {
@@ -132,13 +134,13 @@ TEST_CASE("frozen-aware placement is no worse than the colocated baseline with a
   CHECK(aware.bottleneck <= baseline.bottleneck);
 }
 
-TEST_CASE("stage memory: weights, optimizer state of trainable layers, activations of in-flight microbatches", "[planner]") {
+TEST_CASE("rank memory: weights, optimizer state of trainable layers, activations of in-flight microbatches", "[planner]") {
   const Config c = Llava(false);
   const ModelSpec spec = BuildModelSpec(c.model);
   const PipelinePlan plan = PlanPipeline(spec, Costs(c, spec), 3, 8, PlanMode::kUniform);
   std::vector<LayerMemory> memory(spec.layers.size());
   for (size_t l = 0; l < memory.size(); ++l) memory[l] = {1000.0 + static_cast<double>(l), 7.0};
-  const std::vector<double> bytes = StageMemoryBytes(plan, spec, memory);
+  const std::vector<double> bytes = RankMemoryBytes(plan, spec, memory);
   REQUIRE(bytes.size() == 3);
   for (int s = 0; s < 3; ++s) {
     // 1F1B holds as many microbatches between forward and backward as there are stages to the loss.
@@ -257,4 +259,54 @@ TEST_CASE("layout search: the emitted YAML selects the layout", "[layout]") {
   CHECK(parsed.model.activation_checkpointing);
   REQUIRE(parsed.model.encoders.size() == 1);
   CHECK_FALSE(parsed.model.encoders[0].tp);
+}
+
+TEST_CASE("interleaved plans: v LLM stages per rank, round-robin, every layer once, rank memory",
+          "[planner][interleaved]") {
+  const Config c = Llava(false);
+  const ModelSpec spec = BuildModelSpec(c.model);
+  const std::vector<LayerCost> costs = Costs(c, spec);
+  const int llm_begin = spec.chains[spec.llm_chain()].begin;
+  for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated}) {
+    for (int m : {4, 8}) {
+      INFO(NameOf(mode) << " microbatches " << m);
+      const PipelinePlan plan = PlanPipeline(spec, costs, 3, m, mode, 0.0, 2);
+      CHECK(plan.virtual_stages == 2);
+      CHECK(plan.graph.num_ranks() == 3);
+      CHECK(plan.llm_stages % 2 == 0);
+      // Every layer on exactly one rank, each rank's stages alternating with the other LLM ranks'.
+      std::vector<int> all;
+      for (int r = 0; r < 3; ++r) {
+        const std::vector<int> layers = LayersOfRank(plan, r);
+        all.insert(all.end(), layers.begin(), layers.end());
+      }
+      std::sort(all.begin(), all.end());
+      std::vector<int> every(spec.layers.size());
+      std::iota(every.begin(), every.end(), 0);
+      CHECK(all == every);
+      const int p = plan.llm_stages / 2;
+      for (int s = plan.graph.first_llm; s < plan.graph.num_stages(); ++s) {
+        CHECK(plan.graph.rank[s] == plan.graph.first_llm + (s - plan.graph.first_llm) % p);
+        const bool shared = s == plan.graph.first_llm && plan.encoder_stages.empty();  // the encoders' stage too
+        CHECK(plan.stages[s].layers.front() >= (shared ? 0 : llm_begin));
+      }
+      // The rank memory counts both of a rank's stages' activations at the schedule's fullest moment.
+      std::vector<LayerMemory> memory(spec.layers.size());
+      for (size_t l = 0; l < memory.size(); ++l) memory[l] = {0.0, 1.0};
+      const std::vector<double> bytes = RankMemoryBytes(plan, spec, memory);
+      for (int r = 0; r < 3; ++r) {
+        double live = 0, peak = 0;
+        for (const Action& a : plan.schedule[r]) {
+          if (!plan.graph.has_backward[a.stage]) continue;
+          const double n = static_cast<double>(plan.stages[a.stage].layers.size());
+          if (a.type == ActionType::kForward) peak = std::max(peak, live += n);
+          if (a.type == ActionType::kBackward) live -= n;
+        }
+        CHECK(bytes[r] == Approx(peak));
+      }
+    }
+  }
+  // 7 microbatches over 3 LLM ranks: rounds of 2 x 3 leave one over.
+  CHECK_THROWS_WITH(PlanPipeline(spec, costs, 3, 7, PlanMode::kColocated, 0.0, 2),
+                    Catch::Contains("whose microbatches fit interleaving's rounds"));
 }

@@ -1,7 +1,7 @@
 // What the 1F1B golden file (tests/pipeline/testdata/1f1b_golden.txt) records of a schedule, shared by its
-// generator and its test so that both hash the same bytes: the key of a case and the digest of its text
-// (FormatSchedule's: one line per stage, "stage <s>:" then " <action>" for each action; the generator of the
-// committed file printed exactly these bytes before FormatSchedule existed).
+// generator and its test so that both hash the same bytes: the key of a case and the digest of its text (one line
+// per stage, "stage <s>:" then " <action>" for each action: the bytes the generator of the committed file printed,
+// kept since FormatSchedule labels its lines by rank; without interleaving rank and stage are the same number).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,17 @@ inline std::string Fnv1a64(const std::string& bytes) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
+}
+
+// The text the digests are of.
+inline std::string GoldenText(const Schedule& schedule) {
+  std::string text;
+  for (size_t s = 0; s < schedule.size(); ++s) {
+    text += "stage " + std::to_string(s) + ":";
+    for (const Action& a : schedule[s]) text += " " + a.ToString();
+    text += "\n";
+  }
+  return text;
 }
 
 // "enc=1,2 llm=3 backward=011111 m=4": stages per encoder chain ("-" for none), LLM stages, 0/1 per stage.

@@ -20,8 +20,8 @@ std::string ErrorOf(const StageGraph& g, const Schedule& s, int m) {
   return cornstarch::testing::ErrorOf([&] { ValidateSchedule(g, s, m); });
 }
 
-std::string ErrorOfGrouped(const Schedule& s) {
-  return cornstarch::testing::ErrorOf([&] { ValidateGroupedSchedule(s); });
+std::string ErrorOfGrouped(const StageGraph& g, const Schedule& s) {
+  return cornstarch::testing::ErrorOf([&] { ValidateGroupedSchedule(g, s); });
 }
 
 int Count(const std::vector<Action>& actions, ActionType t) {
@@ -95,11 +95,11 @@ TEST_CASE("Simulate: sends arrive a transfer after the sender's clock, receives 
   const StageGraph g = MakeStageGraph({}, 2, {true, true});
   const Timeline t = Simulate(g, OneF1B(g, 1), {1, 1}, {2, 2}, 0.5);
   // 0F0 [0, 1], arrives 1.5; 1F0 [1.5, 2.5], 1B0 [2.5, 4.5], arrives 5; 0B0 [5, 7].
-  REQUIRE(t.stages[0].size() == 2);
-  REQUIRE(t.stages[1].size() == 2);
-  CHECK(t.stages[1][0].start == Approx(1.5));
-  CHECK(t.stages[1][1].end == Approx(4.5));
-  CHECK(t.stages[0][1].start == Approx(5.0));
+  REQUIRE(t.ranks[0].size() == 2);
+  REQUIRE(t.ranks[1].size() == 2);
+  CHECK(t.ranks[1][0].start == Approx(1.5));
+  CHECK(t.ranks[1][1].end == Approx(4.5));
+  CHECK(t.ranks[0][1].start == Approx(5.0));
   CHECK(t.makespan == Approx(7.0));
   CHECK(t.bubble_fraction == Approx(1.0 - 6.0 / 14.0));
 }
@@ -115,7 +115,7 @@ TEST_CASE("an injected deadlock and an out-of-order action are caught, with the 
   st0.erase(recv);
   st0.insert(st0.begin(), moved);
   const std::string err = ErrorOf(g, deadlock, 2);
-  CHECK(err.find("deadlock: stage 0 waits forever at 0RECV_B0>1") != std::string::npos);
+  CHECK(err.find("deadlock: rank 0 waits forever at 0RECV_B0>1") != std::string::npos);
   CHECK(err.find("0RECV_B0>1 <-- ERROR") != std::string::npos);
 
   Schedule early = s;
@@ -179,12 +179,12 @@ TEST_CASE("AddSendRecv(Generate1F1B) reproduces every golden schedule of the gen
     const int m = std::stoi(value(m_field, "m"));
     const StageGraph g = MakeStageGraph(enc, llm, backward);
     const Schedule lowered = OneF1B(g, m);
-    CHECK(testing::GoldenKey(enc, llm, backward, m) + " fnv1a64=" + testing::Fnv1a64(FormatSchedule(lowered)) ==
+    CHECK(testing::GoldenKey(enc, llm, backward, m) + " fnv1a64=" + testing::Fnv1a64(testing::GoldenText(lowered)) ==
           line);
     // On NCCL the same schedule runs by groups with unbuffered sends, and so does evaluation's forward-only one.
-    CHECK(ErrorOfGrouped(lowered) == "no error");
+    CHECK(ErrorOfGrouped(g, lowered) == "no error");
     const StageGraph forward_only = MakeStageGraph(enc, llm, std::vector<bool>(backward.size(), false));
-    CHECK(ErrorOfGrouped(OneF1B(forward_only, m)) == "no error");
+    CHECK(ErrorOfGrouped(forward_only, OneF1B(forward_only, m)) == "no error");
     ++cases;
   }
   CHECK(cases == 3555);
@@ -218,8 +218,8 @@ TEST_CASE("actions and schedules parse from the text they print", "[schedule]") 
   CHECK(ParseAction("1RECV_B0>2") == Action{1, ActionType::kRecvB, 0, 2});
   CHECK(ParseAction("12F345") == Action{12, ActionType::kForward, 345, -1});
   CHECK(FormatSchedule(Generate1F1B(MakeStageGraph({}, 2, {true, true}), 2)) ==
-        "stage 0: 0F0 0F1 0B0 0B1\nstage 1: 1F0 1B0 1F1 1B1\n");
-  CHECK(ParseSchedule("# two stages\n\nstage 0: 0F0 # forward only\n  stage 1:\n", "x") ==
+        "rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1F0 1B0 1F1 1B1\n");
+  CHECK(ParseSchedule("# two ranks\n\nrank 0: 0F0 # forward only\n  rank 1:\n", "x") ==
         Schedule{{{0, ActionType::kForward, 0, -1}}, {}});
 }
 
@@ -238,28 +238,38 @@ TEST_CASE("malformed actions and schedule text name the problem", "[schedule]") 
   CHECK(action("-1F0") == "bad action \"-1F0\": no stage number first" + expected);
 
   auto schedule = [](const std::string& text) { return testing::ErrorOf([&] { ParseSchedule(text, "s.txt"); }); };
-  CHECK(schedule("stage 0: 0F0\nstage 2: 2F0\n") == "s.txt:2: stage 2 comes before stage 1 (one line per stage, from "
-                                                     "stage 0 up)");
-  CHECK(schedule("stage 0: 0F0\n# again\nstage 0: 0B0\n") == "s.txt:3: stage 0 is listed twice (first on line 1)");
-  CHECK(schedule("stage 0: 0F0 0X0\n") == "s.txt:1: bad action \"0X0\": no action type after the stage" + expected);
-  CHECK(schedule("stage 0: 0F0\nstage 1: 0F0\n") == "s.txt:2: 0F0 belongs to stage 0, not stage 1");
-  CHECK(schedule("stage 0 0F0\n") == "s.txt:1: expected \"stage <n>: <actions>\", got \"stage 0 0F0\"");
-  CHECK(schedule("0: 0F0\n") == "s.txt:1: expected \"stage <n>: <actions>\", got \"0: 0F0\"");
-  CHECK(schedule("# nothing\n\n") == "s.txt: no \"stage <n>: <actions>\" line");
+  CHECK(schedule("rank 0: 0F0\nrank 2: 2F0\n") == "s.txt:2: rank 2 comes before rank 1 (one line per pipeline rank, "
+                                                   "from rank 0 up)");
+  CHECK(schedule("rank 0: 0F0\n# again\nrank 0: 0B0\n") == "s.txt:3: rank 0 is listed twice (first on line 1)");
+  CHECK(schedule("rank 0: 0F0 0X0\n") == "s.txt:1: bad action \"0X0\": no action type after the stage" + expected);
+  CHECK(schedule("rank 0 0F0\n") == "s.txt:1: expected \"rank <n>: <actions>\", got \"rank 0 0F0\"");
+  CHECK(schedule("stage 0: 0F0\n") == "s.txt:1: expected \"rank <n>: <actions>\", got \"stage 0: 0F0\"");
+  CHECK(schedule("0: 0F0\n") == "s.txt:1: expected \"rank <n>: <actions>\", got \"0: 0F0\"");
+  CHECK(schedule("# nothing\n\n") == "s.txt: no \"rank <n>: <actions>\" line");
 
-  // A line for a stage the pipeline does not have, too few lines, a file that is not there.
+  // A line for a rank the pipeline does not have, too few lines, an action on the wrong rank, a file that is not
+  // there.
   const StageGraph g = MakeStageGraph({}, 2, {true, true});
-  const std::string path = testing::TempPath("three-stages.txt");
-  std::ofstream(path) << "stage 0: 0F0 0B0\nstage 1: 1F0 1B0\nstage 2: 2F0 2B0\n";
+  const std::string path = testing::TempPath("three-ranks.txt");
+  std::ofstream(path) << "rank 0: 0F0 0B0\nrank 1: 1F0 1B0\nrank 2: 2F0 2B0\n";
   CHECK(testing::ErrorOf([&] { LoadScheduleFile(path, g, 1); }) ==
-        path + ": stage 2 does not exist: the pipeline has stages 0..1");
-  std::ofstream(path) << "stage 0: 0F0 0B0\n";
+        path + ": rank 2 does not exist: the pipeline has ranks 0..1");
+  std::ofstream(path) << "rank 0: 0F0 0B0\n";
   CHECK(testing::ErrorOf([&] { LoadScheduleFile(path, g, 1); }) ==
-        path + ": no line for stage 1: the pipeline has stages 0..1");
+        path + ": no line for rank 1: the pipeline has ranks 0..1");
+  std::ofstream(path) << "rank 0: 0F0 0B0\nrank 1: 0F0\n";
+  CHECK(testing::ErrorOf([&] { LoadScheduleFile(path, g, 1); }).find(
+            "invalid schedule: 0F0 is listed on rank 1, but stage 0 runs on rank 0") != std::string::npos);
+  std::ofstream(path) << "rank 0: 0F0 0B0 1F0\nrank 1: 1B0\n";
+  CHECK(testing::ErrorOf([&] { LoadScheduleFile(path, g, 1); }).find(
+            "invalid schedule: 1RECV_F0>0 is listed on rank 0, but stage 1 runs on rank 1") != std::string::npos);
+  std::ofstream(path) << "rank 0: 0F0 0B0\nrank 1: 5F0\n";
+  CHECK(testing::ErrorOf([&] { LoadScheduleFile(path, g, 1); }) ==
+        "AddSendRecv: 5F0: the pipeline has stages 0..1");
   CHECK(testing::ErrorOf([&] { LoadScheduleFile("no/such/schedule.txt", g, 1); }) ==
         "schedule file no/such/schedule.txt: cannot be read");
   // Valid text, invalid schedule: the validator's message, after the file.
-  std::ofstream(path) << "stage 0: 0F0 0B0\nstage 1: 1F0\n";
+  std::ofstream(path) << "rank 0: 0F0 0B0\nrank 1: 1F0\n";
   CHECK(testing::ErrorOf([&] { LoadScheduleFile(path, g, 1); }).rfind(path + ": invalid schedule: stage 1 misses "
                                                                        "the backward of microbatch 0", 0) == 0);
 }
@@ -280,8 +290,8 @@ TEST_CASE("a hand-written GPipe schedule loads, validates and simulates", "[sche
   const StageGraph g = MakeStageGraph({}, 2, {true, true});
   const Schedule written = ParseSchedule(
       "# GPipe: all forwards, then all backwards\n"
-      "stage 0: 0F0 0F1 0F2 0F3 0B0 0B1 0B2 0B3\n"
-      "stage 1: 1F0 1F1 1F2 1F3 1B0 1B1 1B2 1B3\n",
+      "rank 0: 0F0 0F1 0F2 0F3 0B0 0B1 0B2 0B3\n"
+      "rank 1: 1F0 1F1 1F2 1F3 1B0 1B1 1B2 1B3\n",
       "test");
   const Schedule gpipe = AddSendRecv(g, written);
   CHECK(ErrorOf(g, gpipe, 4) == "no error");
@@ -291,7 +301,7 @@ TEST_CASE("a hand-written GPipe schedule loads, validates and simulates", "[sche
   const Timeline t = Simulate(g, gpipe, {1, 1}, {2, 2}, 0.0);
   CHECK(t.makespan == Approx(15.0));
   CHECK(t.makespan == Approx(Simulate(g, OneF1B(g, 4), {1, 1}, {2, 2}, 0.0).makespan));
-  CHECK(t.stages[1].front().start == Approx(1.0));
+  CHECK(t.ranks[1].front().start == Approx(1.0));
   // A schedule file may also spell out its communication: it is then taken as written.
   const std::string path = testing::TempPath("gpipe-lowered.txt");
   std::ofstream(path) << "# lowered by hand\n" << FormatSchedule(gpipe);
@@ -322,16 +332,16 @@ TEST_CASE("NCCL groups: each run of sends and receives between computes is one g
 
 TEST_CASE("NCCL dry run: sends between two stages must be received in the order they were sent", "[schedule]") {
   const StageGraph g = MakeStageGraph({}, 2, {true, true});
-  Schedule s = AddSendRecv(g, ParseSchedule("stage 0: 0F0 0F1 0B0 0B1\nstage 1: 1F0 1F1 1B0 1B1\n", "test"));
-  REQUIRE(ErrorOfGrouped(s) == "no error");
+  Schedule s = AddSendRecv(g, ParseSchedule("rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1F0 1F1 1B0 1B1\n", "test"));
+  REQUIRE(ErrorOfGrouped(g, s) == "no error");
   // Stage 1 receives both activations up front, microbatch 1 first: buffered sends with tags (MPI) allow it, but
   // NCCL would put microbatch 0's activation into microbatch 1's buffer.
   s[1] = {ParseAction("1RECV_F1>0"), ParseAction("1RECV_F0>0"), ParseAction("1F0"), ParseAction("1F1"),
           ParseAction("1B0"), ParseAction("1SEND_B0>0"), ParseAction("1B1"), ParseAction("1SEND_B1>0")};
   CHECK(ErrorOf(g, s, 2) == "no error");
-  const std::string err = ErrorOfGrouped(s);
+  const std::string err = ErrorOfGrouped(g, s);
   CHECK(err.find("invalid schedule for NCCL: 1RECV_F1>0 is matched with another message (operation 1 from "
-                 "stage 0 to stage 1)") != std::string::npos);
+                 "rank 0 to rank 1)") != std::string::npos);
   CHECK(err.find("1RECV_F1>0 <-- ERROR") != std::string::npos);
 
   // The deadlock the buffered dry run finds is one here too.
@@ -340,6 +350,90 @@ TEST_CASE("NCCL dry run: sends between two stages must be received in the order 
   const auto recv = std::find_if(st0.begin(), st0.end(), [](const Action& a) { return a.type == ActionType::kRecvB; });
   std::rotate(st0.begin(), recv, recv + 1);  // 0RECV_B0>1 first
   REQUIRE(st0.front().ToString() == "0RECV_B0>1");
-  CHECK(ErrorOfGrouped(deadlock).find("deadlock: stage 0 waits forever in the group starting at 0RECV_B0>1") !=
+  CHECK(ErrorOfGrouped(g, deadlock).find("deadlock: rank 0 waits forever in the group starting at 0RECV_B0>1") !=
+        std::string::npos);
+}
+
+TEST_CASE("interleaved 1F1B: LLM stages round-robin over the ranks, Megatron's order, valid for MPI and NCCL",
+          "[schedule][interleaved]") {
+  // Two LLM ranks of two virtual stages each: rank 0 runs stages 0 and 2, rank 1 stages 1 and 3. Rounds of
+  // g = 2 microbatches; rank 0 warms up with (v - 1) g + 2 (p - 1) = 4 forwards, rank 1 with 2.
+  const StageGraph g = MakeStageGraph({}, 4, std::vector<bool>(4, true), 2);
+  CHECK(g.rank == std::vector<int>{0, 1, 0, 1});
+  CHECK(g.StagesOf(1) == std::vector<int>{1, 3});
+  CHECK(FormatSchedule(Generate1F1B(g, 2)) ==
+        "rank 0: 0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1\nrank 1: 1F0 1F1 3F0 3B0 3F1 3B1 1B0 1B1\n");
+
+  // Encoder stages keep ranks of their own in front of the LLM's.
+  CHECK(MakeStageGraph({1, 2}, 6, std::vector<bool>(9, true), 3).rank ==
+        std::vector<int>{0, 1, 2, 3, 4, 3, 4, 3, 4});
+  int cases = 0;
+  for (const std::vector<int>& enc : std::vector<std::vector<int>>{{}, {1}, {1, 2}, {2, 1}}) {
+    for (int p = 2; p <= 4; ++p) {
+      for (int v = 2; v <= 3; ++v) {
+        int stages = p * v;
+        for (int n : enc) stages += n;
+        for (int frozen = 0; frozen < 2; ++frozen) {  // every encoder chain's first stage frozen, or none
+          std::vector<bool> backward(stages, true);
+          for (int c = 0, s = 0; frozen && c < static_cast<int>(enc.size()); s += enc[c++]) backward[s] = false;
+          const StageGraph graph = MakeStageGraph(enc, p * v, backward, v);
+          const StageGraph forward_only = MakeStageGraph(enc, p * v, std::vector<bool>(stages, false), v);
+          for (int m = 1; m <= 12; ++m) {
+            if (!InterleavingFits(p, m)) {
+              CHECK_THROWS_AS(Generate1F1B(graph, m), Error);
+              continue;
+            }
+            INFO("encoders " << enc.size() << " llm ranks " << p << " virtual " << v << " frozen " << frozen
+                             << " microbatches " << m);
+            const Schedule s = OneF1B(graph, m);
+            REQUIRE(ErrorOf(graph, s, m) == "no error");
+            CHECK(ErrorOfGrouped(forward_only, OneF1B(forward_only, m)) == "no error");
+            CHECK(ErrorOfGrouped(graph, s) == "no error");
+            CHECK(ParseSchedule(FormatSchedule(s), "round trip") == s);
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases > 300);
+}
+
+TEST_CASE("interleaved 1F1B shrinks the bubble v-fold at equal work per rank", "[schedule][interleaved]") {
+  // Each rank's share of the LLM costs forward 1 and backward 2 per microbatch, split over its v stages.
+  for (int p = 2; p <= 4; ++p) {
+    for (int v = 1; v <= 4; ++v) {
+      for (int m = p; m <= 4 * p; m += p) {
+        INFO("ranks " << p << " virtual " << v << " microbatches " << m);
+        const StageGraph g = MakeStageGraph({}, p * v, std::vector<bool>(p * v, true), v);
+        const Schedule s = OneF1B(g, m);
+        REQUIRE(ErrorOf(g, s, m) == "no error");
+        const Timeline t =
+            Simulate(g, s, std::vector<double>(p * v, 1.0 / v), std::vector<double>(p * v, 2.0 / v), 0.0);
+        // Megatron-LM's bubble: (p - 1) stage times of 3 / v, next to the m microbatches' 3 each.
+        CHECK(t.makespan == Approx(3.0 * m + 3.0 * (p - 1) / v));
+        CHECK(t.bubble_fraction == Approx((p - 1.0) / v / (m + (p - 1.0) / v)));
+      }
+    }
+  }
+}
+
+TEST_CASE("interleaving that cannot run is refused with the setting to change", "[schedule][interleaved]") {
+  CHECK(testing::ErrorOf([] { MakeStageGraph({}, 2, {true, true}, 2); }) ==
+        "parallel.virtual_stages: 2 LLM stages per rank need a multiple of them over at least two ranks, not 2 LLM "
+        "stages");
+  CHECK(testing::ErrorOf([] { MakeStageGraph({}, 5, std::vector<bool>(5, true), 2); }).rfind(
+            "parallel.virtual_stages", 0) == 0);
+  CHECK(InterleavingFits(2, 6));
+  CHECK(InterleavingFits(4, 6));   // one round of all 6
+  CHECK_FALSE(InterleavingFits(2, 5));  // rounds of 2 leave one over
+  CHECK_FALSE(InterleavingFits(1, 4));
+  const StageGraph g = MakeStageGraph({}, 4, std::vector<bool>(4, true), 2);
+  CHECK(testing::ErrorOf([&] { Generate1F1B(g, 5); }) ==
+        "interleaved 1F1B: 5 microbatches per step do not split into rounds over 2 LLM ranks (need a multiple of "
+        "floor(M / ranks); change train.global_batch_size or train.micro_batch_size)");
+  // A rank whose stages disagree on having a backward (a frozen first LLM piece under a frozen everything-else).
+  const StageGraph mixed = MakeStageGraph({}, 4, {false, true, true, true}, 2);
+  CHECK(testing::ErrorOf([&] { Generate1F1B(mixed, 2); }).find("LLM stage 2 has a backward unlike") !=
         std::string::npos);
 }

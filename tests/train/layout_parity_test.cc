@@ -6,13 +6,15 @@
 // as pp = 2, cp = 2, pp x cp, dp = 2 and pp x dp (each dp rank reading only its own data streams) on a dataset
 // each rank generates for itself. Tolerance: 1e-5 relative on every step's loss (only the order of floating-point sums differs: the stages'
 // squared gradient norms are added across ranks); weights 1e-4 as in the dp parity test. One layout runs a schedule
-// loaded from a file (GPipe) rather than 1F1B. In bf16 (train.precision), pp = 2, cp = 2, dp = 2 and pp x cp
+// loaded from a file (GPipe) rather than 1F1B; interleaved 1F1B (v = 2) runs on pp = 2 and 4, pp x dp and
+// pp x cp. In bf16 (train.precision), pp = 2, cp = 2, dp = 2 and pp x cp
 // reproduce the single-process bf16 run to bf16's tolerance (kBf16Rtol below).
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "cornstarch/plan/config.h"
@@ -76,7 +78,9 @@ std::vector<Variant> VariantsFor(int world) {
               {llava, {"parallel.pp=2", "model.activation_checkpointing=true"}},
               // A schedule written by hand (GPipe: every forward, then every backward) instead of 1F1B.
               {tiny, {"parallel.pp=2", "parallel.pipeline=colocated",
-                      "parallel.schedule_file=configs/schedules/gpipe-2x4.txt"}}};
+                      "parallel.schedule_file=configs/schedules/gpipe-2x4.txt"}},
+              // Interleaved 1F1B: each rank runs two non-adjacent pieces of the LLM (the encoders on rank 0's).
+              {llava, {"parallel.pp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2"}}};
     case 3:
       return {{tiny, {"parallel.pp=3"}},
               {tiny, {"parallel.pp=3", "model.encoders.vision.frozen=true", "model.encoders.audio.frozen=true",
@@ -95,7 +99,12 @@ std::vector<Variant> VariantsFor(int world) {
                kBf16EvalRtol},
               {tiny, {"parallel.pp=1", "parallel.cp=2", "parallel.dp=2", "parallel.cp_block=32",
                       "model.llm.frozen=true"}},
-              {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32", "model.activation_checkpointing=true"}}};
+              {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32", "model.activation_checkpointing=true"}},
+              // Interleaved 1F1B over 4 ranks (the vision tower on stages of its own, plain), and with dp and cp.
+              {llava, {"parallel.pp=4", "parallel.schedule=interleaved", "parallel.virtual_stages=2"}},
+              {llava, {"parallel.pp=2", "parallel.dp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2"}},
+              {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32", "parallel.schedule=interleaved",
+                       "parallel.virtual_stages=2"}}};
     default:
       FAIL("no pipeline layouts for " << world << " ranks");
       return {};
@@ -139,6 +148,8 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
     reference_cfg.parallel.pp = reference_cfg.parallel.dp = reference_cfg.parallel.cp = 1;
     reference_cfg.model.activation_checkpointing = false;  // recomputing must not change the curve either
     reference_cfg.parallel.schedule_file.clear();  // a schedule file is for the layout's stages
+    reference_cfg.parallel.schedule = ScheduleKind::k1F1B;
+    reference_cfg.parallel.virtual_stages = 1;
     Trainer reference(reference_cfg);
     const double reference_eval = reference.Evaluate();
     const std::vector<StepMetrics> expected = reference.Run();
@@ -171,6 +182,14 @@ TEST_CASE("pipeline and context-parallel layouts match the single-process loss c
       }
       for (const Action& a : file.at(stage)) listed += a.ToString() + " ";
       CHECK(ran == listed);
+    }
+    if (cfg.parallel.virtual_stages > 1) {
+      // Interleaved: the last rank ran the forwards of both of its LLM stages (the loss stage and one before).
+      std::set<int> ran;
+      for (const ActionTiming& t : trainer.executor().timings()) ran.insert(t.action.stage);
+      const int rank = runtime.coord().pp;
+      CHECK(ran.size() == trainer.plan().graph.StagesOf(rank).size());
+      if (rank == cfg.parallel.pp - 1) CHECK(ran.size() == 2);
     }
     // A stage holds exactly its planned layers.
     if (cfg.parallel.pp > 1) CHECK(trainer.model().NamedParameters().size() < ref_params.size());

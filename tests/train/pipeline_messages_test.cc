@@ -4,10 +4,10 @@
 // grouped schedule's dry run before the first step) while MPI underneath still moves the bytes. The recorder
 // rejects a tensor that is not on the training device (no host copy on the path) or not contiguous, and afterwards
 // the test checks, per rank:
-// - every StartP2P call is exactly one CommGroup of the stage's schedule, its operations in the schedule's order
-//   with the schedule's peers, and no send or receive bypasses the groups;
+// - every StartP2P call is exactly one CommGroup of the pipeline rank's schedule, its operations in the schedule's
+//   order with the ranks of the schedule's peer stages, and no send or receive bypasses the groups;
 // - every message travels in the precision's wire dtype (fp32, or bf16 under train.precision=bf16);
-// and across the pp group: the n-th message stage a posts to stage b has the tag, shape and dtype of the n-th
+// and across the pp group: the n-th message rank a posts to rank b has the tag, shape and dtype of the n-th
 // receive b posts from a (NCCL matches by order alone); and the run reproduces the single-process loss curve
 // (1e-5 relative in fp32; bf16 as the layout parity test, whose measured tolerance it shares).
 #include <torch/torch.h>
@@ -128,19 +128,23 @@ std::vector<Layout> LayoutsFor(int world) {
               {llava, {"parallel.pp=2", "model.llm.frozen=true", "model.encoders.vision.frozen=false"}},
               {tiny, {"parallel.pp=2", "train.precision=bf16"}, kBf16Rtol},
               {tiny, {"parallel.pp=2", "parallel.pipeline=colocated",
-                      "parallel.schedule_file=configs/schedules/gpipe-2x4.txt"}}};
+                      "parallel.schedule_file=configs/schedules/gpipe-2x4.txt"}},
+              {llava, {"parallel.pp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2"}}};
     case 3: return {{tiny, {"parallel.pp=3"}}};
     case 4:
       return {{llava, {"parallel.pp=4", "parallel.pipeline=uniform"}},
               {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32"}},
-              {tiny, {"parallel.pp=2", "parallel.dp=2"}}};
+              {tiny, {"parallel.pp=2", "parallel.dp=2"}},
+              {llava, {"parallel.pp=4", "parallel.pipeline=colocated", "model.llm.num_layers=6",
+                       "parallel.schedule=interleaved", "parallel.virtual_stages=2"}},
+              {llava, {"parallel.pp=4", "parallel.schedule=interleaved", "parallel.virtual_stages=2"}}};
     default: FAIL("no pipeline layouts for " << world << " ranks"); return {};
   }
 }
 
 }  // namespace
 
-TEST_CASE("pipeline messages on the NCCL path are the schedule's groups, matched in order across stages", "[pp]") {
+TEST_CASE("pipeline messages on the NCCL path are the schedule's groups, matched in order across ranks", "[pp]") {
   const LaunchEnv env = DetectLaunchEnv();
   for (const Layout& layout : LayoutsFor(env.world_size)) {
     std::vector<std::string> overrides = {"train.steps=3", "optimizer.warmup_steps=1", "optimizer.lr=1e-3",
@@ -156,6 +160,8 @@ TEST_CASE("pipeline messages on the NCCL path are the schedule's groups, matched
     Config reference_cfg = cfg;
     reference_cfg.parallel.pp = reference_cfg.parallel.dp = reference_cfg.parallel.cp = 1;
     reference_cfg.parallel.schedule_file.clear();
+    reference_cfg.parallel.schedule = ScheduleKind::k1F1B;
+    reference_cfg.parallel.virtual_stages = 1;
     const std::vector<StepMetrics> expected = Trainer(reference_cfg).Run();
 
     DistRuntime runtime(cfg.parallel, env, nullptr, nullptr);
@@ -170,8 +176,8 @@ TEST_CASE("pipeline messages on the NCCL path are the schedule's groups, matched
     CheckSameCurve(trainer.Run(), expected, layout.rtol);
     CHECK(recorder->direct() == direct_before);
 
-    // Each call is the next group of the stage's schedule, step after step.
-    const int stage = runtime.coord().pp;
+    // Each call is the next group of the rank's schedule, step after step.
+    const int stage = runtime.coord().pp;  // its pipeline rank (several stages under interleaving)
     const std::vector<Action>& actions = trainer.plan().schedule[stage];
     const std::vector<CommGroup> groups = CommGroups(actions);
     REQUIRE(!groups.empty());
@@ -188,7 +194,7 @@ TEST_CASE("pipeline messages on the NCCL path are the schedule's groups, matched
         INFO("call " << c << ": " << a.ToString());
         const bool send = a.type == ActionType::kSendF || a.type == ActionType::kSendB;
         CHECK(m.kind == (send ? P2POp::kSend : P2POp::kRecv));
-        CHECK(m.peer == a.peer);
+        CHECK(m.peer == trainer.plan().graph.rank[a.peer]);
         CHECK(m.dtype == wire);
         (send ? sends : recvs) << stage << " " << m.peer << " " << Describe(m) << "\n";
       }
