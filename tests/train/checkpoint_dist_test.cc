@@ -1,7 +1,7 @@
 // Checkpoints across ranks: a pp = 2 run killed after step 7 and resumed from its step-6 checkpoint continues
-// bitwise identically; the same checkpoint resumes on other layouts (pp = 1 in one process, dp = 2), which
-// re-shards by tensor name and matches the uninterrupted pp = 2 run within 1e-5 relative (only the order of
-// floating-point sums differs between layouts). A dp = 2 run on streamed LLaVA-style data resumes its data streams
+// bitwise identically; the same checkpoint resumes on other layouts (pp = 1 in one process, dp = 2, pp = 2
+// interleaved), which re-shards by tensor name and matches the uninterrupted pp = 2 run within 1e-5 relative (only
+// the order of floating-point sums differs between layouts). A dp = 2 run on streamed LLaVA-style data resumes its data streams
 // at the exact sample (bitwise), and one process resumes both streams from that checkpoint.
 #include <torch/torch.h>
 
@@ -79,6 +79,13 @@ TEST_CASE("pp = 2 resumes bitwise, and its checkpoint re-shards onto pp = 1 and 
     DistRuntime dp_runtime(dp2.parallel, env, nullptr, nullptr);
     Trainer replicas(dp2, dp_runtime);
     CheckContinues(replicas.Run(), expected, 1e-5);
+  }
+  {
+    INFO("pp = 2 interleaved: each rank holds two pieces of the LLM, not the writer's stage");
+    Trainer interleaved(MakeConfig(TempPath("interleaved"), {"parallel.schedule=interleaved",
+                                                              "parallel.virtual_stages=2", "checkpoint.resume=" + step6}),
+                        runtime);
+    CheckContinues(interleaved.Run(), expected, 1e-5);
   }
 }
 
