@@ -20,6 +20,7 @@
 #include "cornstarch/train/executor.h"
 #include "cornstarch/plan/planner.h"
 #include "cornstarch/train/trainer.h"
+#include "bench/paper_models.h"
 #include "bench/timing.h"
 #include "cornstarch/base/check.h"
 #include "cornstarch/base/logging.h"
@@ -101,47 +102,6 @@ Measured Measure(const Config& cfg, DistRuntime& runtime, int warmup, int steps)
   return r;
 }
 
-// Paper-scale layouts for the simulator. "llava-1.5": a frozen ViT-L/14 at 336 px (576 tokens) and a trainable
-// 7B-shaped LLM. "MMM", the paper's evaluation setting with its medium sizes (Table 1): Qwen2-Vision-shaped
-// 48/2560 encoder on a 1280x720-sized image (~4.6k tokens), a 32/3072 audio encoder on a 2-minute clip (1.5k
-// tokens), an 8B-shaped LLM, 1k text tokens; encoders and LLM frozen, projectors trained.
-Config PaperLayout(const std::string& name) {
-  std::vector<std::string> o = {"model.llm.vocab_size=32000", "model.llm.hidden_size=4096", "model.llm.num_layers=32",
-                                "model.llm.num_heads=32", "model.llm.num_kv_heads=8", "model.llm.intermediate_size=14336",
-                                "model.encoders.vision.type=vision", "model.encoders.vision.patch_size=14",
-                                "model.encoders.vision.frozen=true", "model.encoders.vision.projector.type=mlp",
-                                "train.micro_batch_size=1", "train.global_batch_size=32"};
-  auto add = [&](const std::vector<std::string>& more) { o.insert(o.end(), more.begin(), more.end()); };
-  if (name == "llava-1.5") {
-    add({"model.llm.num_kv_heads=32", "model.llm.intermediate_size=11008", "model.encoders.vision.hidden_size=1024",
-         "model.encoders.vision.num_layers=24", "model.encoders.vision.num_heads=16",
-         "model.encoders.vision.intermediate_size=4096", "model.encoders.vision.image_size=336", "data.seq_len=2048"});
-  } else {
-    add({"model.llm.frozen=true", "model.encoders.vision.hidden_size=2560", "model.encoders.vision.num_layers=48",
-         "model.encoders.vision.num_heads=20", "model.encoders.vision.intermediate_size=10240",
-         "model.encoders.vision.image_size=952", "model.encoders.audio.type=audio",
-         "model.encoders.audio.hidden_size=3072", "model.encoders.audio.num_layers=32",
-         "model.encoders.audio.num_heads=24", "model.encoders.audio.intermediate_size=12288",
-         "model.encoders.audio.num_mel_bins=80", "model.encoders.audio.num_frames=3000",
-         "model.encoders.audio.frozen=true", "data.seq_len=7168"});
-  }
-  return ParseConfig("", name, o);
-}
-
-// The step of a plan made with frozen-unaware costs (B = 2F everywhere, as LLM trainers assume), replayed with
-// the true frozen-aware costs of the layers it put on each stage.
-double UnawareMakespan(const ModelSpec& spec, const std::vector<LayerCost>& costs, int stages, int microbatches) {
-  std::vector<double> forward;
-  for (const LayerCost& c : costs) forward.push_back(c.forward);
-  const PipelinePlan plan = PlanPipeline(spec, FrozenUnawareCosts(forward), stages, microbatches, PlanMode::kFrozenAware);
-  std::vector<double> f, b;
-  for (const StagePlan& s : plan.stages) {
-    f.push_back(0), b.push_back(0);
-    for (int l : s.layers) f.back() += costs[l].forward, b.back() += costs[l].backward;
-  }
-  return Simulate(plan.graph, plan.schedule, f, b, 0.0).makespan;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,7 +166,7 @@ int main(int argc, char** argv) {
     std::printf("%-10s %6s | %15s %15s %15s %15s | %s\n", "layout", "stages", "frozen_aware", "unaware cost",
                 "uniform", "colocated", "frozen-aware shape");
     for (const std::string name : {"llava-1.5", "MMM"}) {
-      const Config cfg = PaperLayout(name);
+      const Config cfg = bench::PaperModel(name);
       const ModelSpec spec = BuildModelSpec(cfg.model);
       const std::vector<LayerCost> costs = MicrobatchCosts(cfg, spec);
       const int m = MicrobatchesPerStep(cfg);
@@ -217,7 +177,7 @@ int main(int argc, char** argv) {
         const double base = colocated.timeline.makespan;
         std::printf("%-10s %6d | %6.3f (%5.1f%%) %15.3f %6.3f (%5.1f%%) %6.3f (%5.1f%%) | %s\n", name.c_str(), stages,
                     aware.timeline.makespan / base, 100 * aware.timeline.bubble_fraction,
-                    UnawareMakespan(spec, costs, stages, m) / base, uniform.timeline.makespan / base,
+                    PlanPipeline(spec, costs, stages, m, PlanMode::kFrozenUnaware).timeline.makespan / base, uniform.timeline.makespan / base,
                     100 * uniform.timeline.bubble_fraction, 1.0, 100 * colocated.timeline.bubble_fraction,
                     DescribeStages(aware, spec).c_str());
       }

@@ -1,5 +1,5 @@
 // cornstarch-plan: the pipeline plan of a config without training and without MPI. For each placement
-// (frozen-aware, uniform layer counts, colocated encoders) prints the stages with their layers and frozen-aware
+// (frozen-aware, uniform layer counts, colocated encoders, frozen-unaware) prints the stages with their layers and frozen-aware
 // costs, the ranks running them with their estimated peak memory, the simulated step and its bubble (1F1B, or
 // interleaved with parallel.schedule: interleaved), and writes the frozen-aware timeline as
 // Chrome-trace JSON. Costs come from the FLOP estimate at an assumed rate, or with --profile from timing every layer
@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
         EstimateLayerMemory(config.model, spec, config.data.seq_len, config.train.micro_batch_size, config.parallel.tp,
                             config.parallel.sequence_parallel);
     PipelinePlan aware;
-    for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated}) {
+    for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated, PlanMode::kFrozenUnaware}) {
       try {
         const PipelinePlan plan = PlanPipeline(spec, costs, ranks, microbatches, mode, 0.0,
                                                static_cast<int>(config.parallel.virtual_stages));

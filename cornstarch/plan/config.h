@@ -16,7 +16,7 @@ enum class EncoderType { kVision, kAudio };
 enum class VisionStyle { kSiglip, kClip };
 enum class Activation { kGelu, kGeluTanh, kQuickGelu };
 enum class ProjectorType { kLinear, kMlp };
-enum class PlanMode { kFrozenAware, kUniform, kColocated };
+enum class PlanMode { kFrozenAware, kUniform, kColocated, kFrozenUnaware };
 enum class CostSource { kProfile, kFlops };
 enum class CpSplit { kBalanced, kZigzag, kContiguous };
 enum class ScheduleKind { k1F1B, kInterleaved };
@@ -44,7 +44,7 @@ CS_CHOICES(EncoderType, "vision", "audio");
 CS_CHOICES(VisionStyle, "siglip", "clip");
 CS_CHOICES(Activation, "gelu", "gelu_tanh", "quick_gelu");
 CS_CHOICES(ProjectorType, "linear", "mlp");
-CS_CHOICES(PlanMode, "frozen_aware", "uniform", "colocated");
+CS_CHOICES(PlanMode, "frozen_aware", "uniform", "colocated", "frozen_unaware");
 CS_CHOICES(CostSource, "profile", "flops");
 CS_CHOICES(CpSplit, "balanced", "zigzag", "contiguous");
 CS_CHOICES(ScheduleKind, "1f1b", "interleaved");
@@ -229,8 +229,10 @@ struct ParallelConfig {
       "column-parallel layer and a reduce-scatter after each row-parallel one in place of the all-reduces, so "
       "those activations take 1/tp of the memory (Megatron-LM's sequence parallelism).");
     f("pipeline", pipeline, "Placement of layers on the pp stages: frozen_aware (each encoder on stages of its own, "
-                            "cut by frozen-aware cost), uniform (the same, equal layer counts) or colocated (every "
-                            "encoder on the first LLM stage, as LLM-centric trainers do).");
+                            "cut by frozen-aware cost), uniform (the same, equal layer counts), colocated (every "
+                            "encoder on the first LLM stage, as LLM-centric trainers do) or frozen_unaware (the "
+                            "frozen-aware search on costs blind to freezing, backward = 2 x forward everywhere: a "
+                            "baseline).");
     f("pipeline_costs", pipeline_costs, "Layer costs the placement is planned on when pp > 1: profile (rank 0 "
                                         "times every layer's forward on its device before training and shares "
                                         "the result) or flops (the FLOP estimate: no startup cost, but blind to "

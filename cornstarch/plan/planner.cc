@@ -107,6 +107,17 @@ PipelinePlan PlanPipeline(const ModelSpec& spec, const std::vector<LayerCost>& c
                           int microbatches, PlanMode mode, double transfer, int v) {
   CS_CHECK(costs.size() == spec.layers.size(), costs.size(), " costs for ", spec.layers.size(), " layers");
   CS_CHECK(v >= 1, "virtual stages ", v);
+  if (mode == PlanMode::kFrozenUnaware) {
+    std::vector<double> forward;
+    for (const LayerCost& c : costs) forward.push_back(c.forward);
+    PipelinePlan plan =
+        PlanPipeline(spec, FrozenUnawareCosts(forward), num_ranks, microbatches, PlanMode::kFrozenAware, transfer, v);
+    plan.mode = mode;
+    plan.bottleneck = 0;
+    for (StagePlan& s : plan.stages) s = MakeStage(s.layers, costs);  // what it placed, at the true costs
+    Finish(plan, microbatches, transfer);
+    return plan;
+  }
   const int encoders = spec.llm_chain();
   const ChainSpec& llm = spec.chains[spec.llm_chain()];
   const int llm_layers = llm.end - llm.begin;

@@ -9,6 +9,8 @@
 //   uniform       each chain on stages of its own, the same search over splits, equal layer counts per stage.
 //   colocated     the LLM-centric baseline (Megatron-style): one chain of stages; every encoder runs on the first
 //                 stage, and the LLM is cut into equal layer counts, blind to the encoders' cost and to freezing.
+//   frozen_unaware  the frozen-aware search on costs blind to freezing (backward = 2 x forward for every layer, as
+//                 LLM trainers assume), then timed on the true costs: what frozen-awareness alone is worth.
 // Under interleaving (v virtual stages) the LLM's share of the ranks, p of them, gets p v stages, cut by the same
 // rules, stage j on LLM rank j mod p; the search skips splits that leave the LLM one rank or microbatches that do
 // not fit the rounds (InterleavingFits). Pure: costs come in, a plan comes out.

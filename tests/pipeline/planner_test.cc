@@ -196,6 +196,13 @@ TEST_CASE("layout search: every candidate is valid, fits, stays in its node, and
   }
   CHECK(candidates > 20);
   CHECK(too_wide > 0);  // tp = 8 on nodes of 4
+  // Interleaving is among the candidates wherever there is a pipeline.
+  CHECK(std::any_of(all.begin(), all.end(), [](const LayoutCost& c) {
+    return c.rejected.empty() && c.layout.virtual_stages == 2 && c.layout.pp > 1;
+  }));
+  CHECK(std::none_of(all.begin(), all.end(), [](const LayoutCost& c) {
+    return c.layout.virtual_stages > 1 && c.layout.pp == 1;
+  }));
   // With too little memory for anything, every layout is rejected as out of memory.
   for (const LayoutCost& c : SearchLayouts(Cluster({"cluster.memory_gib=0.0001"}), 4)) {
     INFO(Describe(c.layout));
@@ -248,8 +255,11 @@ TEST_CASE("layout cost: compute on a free network adds up the layers; communicat
 
 TEST_CASE("layout search: the emitted YAML selects the layout", "[layout]") {
   const Config base = Cluster({});
-  const Layout l{2, 2, 1, 2, 4, true, true, false};
+  const Layout l{2, 2, 1, 2, 4, true, true, false, 2};
   const Config parsed = ParseConfig(LayoutYaml(base, l), "emit.yaml", {"model.encoders.vision.type=vision"});
+  CHECK(parsed.parallel.schedule == ScheduleKind::kInterleaved);
+  CHECK(parsed.parallel.virtual_stages == 2);
+  CHECK(ParseConfig(LayoutYaml(base, Layout{1, 2, 1, 4}), "emit.yaml", {}).parallel.schedule == ScheduleKind::k1F1B);
   CHECK(parsed.parallel.tp == 2);
   CHECK(parsed.parallel.pp == 2);
   CHECK(parsed.parallel.cp == 1);
@@ -309,4 +319,36 @@ TEST_CASE("interleaved plans: v LLM stages per rank, round-robin, every layer on
   // 7 microbatches over 3 LLM ranks: rounds of 2 x 3 leave one over.
   CHECK_THROWS_WITH(PlanPipeline(spec, costs, 3, 7, PlanMode::kColocated, 0.0, 2),
                     Catch::Contains("whose microbatches fit interleaving's rounds"));
+}
+
+TEST_CASE("frozen_unaware places as the frozen-aware search would on B = 2F costs, and is timed on the true costs",
+          "[planner]") {
+  for (bool audio : {false, true}) {
+    const Config c = Llava(audio);
+    const ModelSpec spec = BuildModelSpec(c.model);
+    const std::vector<LayerCost> costs = Costs(c, spec);
+    std::vector<double> forward;
+    for (const LayerCost& x : costs) forward.push_back(x.forward);
+    for (int stages : {2, 3, 4}) {
+      INFO("audio " << audio << " stages " << stages);
+      const PipelinePlan blind = PlanPipeline(spec, FrozenUnawareCosts(forward), stages, 8, PlanMode::kFrozenAware);
+      const PipelinePlan plan = PlanPipeline(spec, costs, stages, 8, PlanMode::kFrozenUnaware);
+      CHECK(plan.mode == PlanMode::kFrozenUnaware);
+      REQUIRE(plan.stages.size() == blind.stages.size());
+      std::vector<double> f, b;
+      for (size_t s = 0; s < plan.stages.size(); ++s) {
+        CHECK(plan.stages[s].layers == blind.stages[s].layers);
+        double fs = 0, bs = 0;
+        for (int l : plan.stages[s].layers) fs += costs[l].forward, bs += costs[l].backward;
+        CHECK(plan.stages[s].forward == Approx(fs));
+        CHECK(plan.stages[s].backward == Approx(bs));
+        CHECK(plan.graph.has_backward[s] == (bs > 0));  // a frozen stage with nothing trainable before it: none
+        f.push_back(fs), b.push_back(bs);
+      }
+      CHECK(plan.timeline.makespan == Approx(Simulate(plan.graph, plan.schedule, f, b, 0.0).makespan));
+      // Blind to the frozen tower's missing weight gradients, it loses to the frozen-aware plan here.
+      CHECK(PlanPipeline(spec, costs, stages, 8, PlanMode::kFrozenAware).timeline.makespan <=
+            plan.timeline.makespan);
+    }
+  }
 }
