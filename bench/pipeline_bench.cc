@@ -175,9 +175,10 @@ int main(int argc, char** argv) {
         const PipelinePlan uniform = PlanPipeline(spec, costs, stages, m, PlanMode::kUniform);
         const PipelinePlan colocated = PlanPipeline(spec, costs, stages, m, PlanMode::kColocated);
         const double base = colocated.timeline.makespan;
+        const PipelinePlan unaware = PlanPipeline(spec, costs, stages, m, PlanMode::kFrozenUnaware);
         std::printf("%-10s %6d | %6.3f (%5.1f%%) %15.3f %6.3f (%5.1f%%) %6.3f (%5.1f%%) | %s\n", name.c_str(), stages,
                     aware.timeline.makespan / base, 100 * aware.timeline.bubble_fraction,
-                    PlanPipeline(spec, costs, stages, m, PlanMode::kFrozenUnaware).timeline.makespan / base, uniform.timeline.makespan / base,
+                    unaware.timeline.makespan / base, uniform.timeline.makespan / base,
                     100 * uniform.timeline.bubble_fraction, 1.0, 100 * colocated.timeline.bubble_fraction,
                     DescribeStages(aware, spec).c_str());
       }

@@ -2,10 +2,10 @@
 // activation recomputation, sequence parallelism, whether the towers split over tp and the pipeline schedule (1F1B
 // or interleaved over 2 virtual stages), for a cluster described in the config's `cluster:` section. One step of a
 // layout is predicted as
-//   the pipeline schedule simulated (plan/schedule.h) on per-rank layer times: the frozen-aware FLOPs (plan/cost_model.h)
-//     over cp and tp at cluster.tflops x efficiency, plus each split layer's tp collectives (two forward, two
-//     backward, ring cost), each LLM block's cp K/V all-gather (and its reduce-scatter backward), and a pp message
-//     per stage boundary and microbatch;
+//   the pipeline schedule simulated (plan/schedule.h) on per-rank layer times: the frozen-aware FLOPs
+//     (plan/cost_model.h) over cp and tp at cluster.tflops x efficiency, plus each split layer's tp collectives
+//     (two forward, two backward, ring cost), each LLM block's cp K/V all-gather (and its reduce-scatter
+//     backward), and a pp message per stage boundary and microbatch;
 //   plus the part of the gradient all-reduce over dp x cp that the last backward does not hide.
 // Memory per rank is the fullest rank's (RankMemoryBytes at the layout's tp, cp and micro-batch size, the
 // sharded optimizer's moments divided over dp). Groups are placed as the rank mesh places them (tp innermost, pp

@@ -38,8 +38,9 @@ class PipelineExecutor {
  public:
   // `model` holds at least the layers of `rank`'s stages; `pp` is the pipeline group, whose rank r runs the
   // stages plan.graph places on r (not owned; unused when the plan has one stage); `cp` the context-parallel group
-  // the LLM's attention spans; `tp` the tensor-parallel group of a sharded model (null: none). A tp group runs the same actions in lockstep, each
-  // rank exchanging activations with the ranks of its own tp coordinate on the neighbouring stages.
+  // the LLM's attention spans; `tp` the tensor-parallel group of a sharded model (null: none). A tp group runs the
+  // same actions in lockstep, each rank exchanging activations with the ranks of its own tp coordinate on the
+  // neighbouring stages.
   // `precision` (kFp32 or kBf16, EffectivePrecision) is how forwards compute and what dtype activations and
   // their gradients travel in between stages: in bf16 each forward action runs under autocast.
   PipelineExecutor(MultimodalModel& model, const PipelinePlan& plan, int rank, Communicator& pp, Communicator& cp,
