@@ -364,8 +364,8 @@ Schedule AddSendRecv(const StageGraph& g, const Schedule& compute) {
     }
     return out;
   };
-  Schedule schedule(g.num_ranks());
   if (g.virtual_stages == 1) {
+    Schedule schedule(g.num_ranks());
     for (int r = 0; r < g.num_ranks(); ++r) {
       for (const Action& a : compute[r]) {
         const std::vector<Action> in = recvs(a), out = sends(a);
@@ -451,7 +451,8 @@ Schedule AddSendRecv(const StageGraph& g, const Schedule& compute) {
   for (int r = 0; r < g.num_ranks(); ++r) {
     arrives[r].push_back(0.0);
     for (size_t i = 0; i < compute[r].size(); ++i) {
-      if (i + 1 == compute[r].size() || step_of[r][i + 1] != step_of[r][i]) arrives[r].push_back(dry.ranks[r][i].end);
+      const bool step_ends = i + 1 == compute[r].size() || step_of[r][i + 1] != step_of[r][i];
+      if (step_ends) arrives[r].push_back(dry.ranks[r][i].end);
     }
   }
   return lower([&](int r, int i, const Action& in) {
@@ -463,7 +464,6 @@ Schedule AddSendRecv(const StageGraph& g, const Schedule& compute) {
     while (t < consumed_at && arrives[r][t] < sent_at) ++t;
     return t;
   });
-  return schedule;
 }
 
 void ValidateSchedule(const StageGraph& g, const Schedule& schedule, int m) {
