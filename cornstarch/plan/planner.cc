@@ -245,17 +245,19 @@ PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const s
 
 std::vector<double> RankMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
                                     const std::vector<LayerMemory>& memory) {
+  // What one microbatch's forward leaves for its backward, per stage (none without a backward).
+  std::vector<double> activations(plan.stages.size(), 0.0);
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    if (!plan.graph.has_backward[s]) continue;
+    for (int l : plan.stages[s].layers) activations[s] += memory[l].activation_bytes;
+  }
   std::vector<double> bytes;
   for (int r = 0; r < plan.graph.num_ranks(); ++r) {
     double weights = 0, live = 0, peak = 0;
     for (int l : LayersOfRank(plan, r)) weights += memory[l].parameters * (spec.layers[l].trainable ? 16 : 4);
     for (const Action& a : plan.schedule[r]) {
-      // A stage without backward keeps nothing between microbatches.
-      if (!plan.graph.has_backward[a.stage]) continue;
-      double activations = 0;
-      for (int l : plan.stages[a.stage].layers) activations += memory[l].activation_bytes;
-      if (a.type == ActionType::kForward) peak = std::max(peak, live += activations);
-      if (a.type == ActionType::kBackward) live -= activations;
+      if (a.type == ActionType::kForward) peak = std::max(peak, live += activations[a.stage]);
+      if (a.type == ActionType::kBackward) live -= activations[a.stage];
     }
     bytes.push_back(weights + peak);
   }

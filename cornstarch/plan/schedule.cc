@@ -248,21 +248,22 @@ bool InterleavingFits(int llm_ranks, int m) { return llm_ranks >= 2 && m >= 1 &&
 
 namespace {
 
-// One stage's 1F1B list: `warmup` forwards, then forward and backward alternating, then the remaining backwards.
-std::vector<Action> PlainStage(const StageGraph& g, int s, int m, int warmup) {
+// The 1F1B shape of `total` forwards and backwards: min(total, warmup) forwards, then forward and backward
+// alternating, then the remaining backwards (only the forwards without `backward`). nth(k, type) is the k-th
+// forward's or backward's action.
+std::vector<Action> OneFOneB(int total, int warmup, bool backward, const std::function<Action(int, ActionType)>& nth) {
   std::vector<Action> out;
-  auto forward = [&](int mb) { out.push_back({s, ActionType::kForward, mb, -1}); };
-  auto backward = [&](int mb) { out.push_back({s, ActionType::kBackward, mb, -1}); };
-  if (!g.has_backward[s]) {
-    for (int mb = 0; mb < m; ++mb) forward(mb);
-    return out;
-  }
-  warmup = std::min(m, warmup);
+  if (!backward) warmup = total;
   int f = 0, b = 0;
-  while (f < warmup) forward(f++);
-  while (f < m) forward(f++), backward(b++);
-  while (b < m) backward(b++);
+  while (f < std::min(total, warmup)) out.push_back(nth(f++, ActionType::kForward));
+  while (f < total) out.push_back(nth(f++, ActionType::kForward)), out.push_back(nth(b++, ActionType::kBackward));
+  while (backward && b < total) out.push_back(nth(b++, ActionType::kBackward));
   return out;
+}
+
+// One stage's plain 1F1B list over microbatches 0..m-1.
+std::vector<Action> PlainStage(const StageGraph& g, int s, int m, int warmup) {
+  return OneFOneB(m, warmup, g.has_backward[s], [s](int k, ActionType type) { return Action{s, type, k, -1}; });
 }
 
 // Interleaved 1F1B for LLM rank r: its k-th forward (backward) is of microbatch (k / gv) g + k % g on its
@@ -288,18 +289,7 @@ std::vector<Action> InterleavedLlmRank(const StageGraph& g, int r, int m) {
                   " backward unlike the rank's others (freeze all of the LLM's first layers or none)");
     }
   }
-  const int total = m * v;
-  std::vector<Action> out;
-  if (!backward) {
-    for (int k = 0; k < total; ++k) out.push_back(action(k, ActionType::kForward));
-    return out;
-  }
-  const int warmup = std::min(total, (v - 1) * group + 2 * (p - 1 - r));
-  int f = 0, b = 0;
-  while (f < warmup) out.push_back(action(f++, ActionType::kForward));
-  while (f < total) out.push_back(action(f++, ActionType::kForward)), out.push_back(action(b++, ActionType::kBackward));
-  while (b < total) out.push_back(action(b++, ActionType::kBackward));
-  return out;
+  return OneFOneB(m * v, (v - 1) * group + 2 * (p - 1 - r), backward, action);
 }
 
 }  // namespace
@@ -317,7 +307,7 @@ Schedule Generate1F1B(const StageGraph& g, int m) {
   // (the k-th is microbatch k's): lead_k of them before B_k. Warmed up by w, it runs w + 1 + k forwards by then,
   // so w = max(lead_k - k) leaves it one ahead, as plain 1F1B does; each stage further up the chain one more.
   int lead = 0, runs = 0, warmup = 0;
-  for (const Action& a : schedule[g.rank[g.first_llm]]) {
+  for (const Action& a : schedule[first_llm_rank]) {
     if (a.stage != g.first_llm) continue;
     if (a.type == ActionType::kForward) ++runs;
     if (a.type == ActionType::kBackward) warmup = std::max(warmup, runs - lead++);
@@ -364,27 +354,16 @@ Schedule AddSendRecv(const StageGraph& g, const Schedule& compute) {
     }
     return out;
   };
-  if (g.virtual_stages == 1) {
-    Schedule schedule(g.num_ranks());
-    for (int r = 0; r < g.num_ranks(); ++r) {
-      for (const Action& a : compute[r]) {
-        const std::vector<Action> in = recvs(a), out = sends(a);
-        schedule[r].insert(schedule[r].end(), in.begin(), in.end());
-        schedule[r].push_back(a);
-        schedule[r].insert(schedule[r].end(), out.begin(), out.end());
-      }
-    }
-    return schedule;
-  }
-  // Interleaved, as Megatron-LM's interleaved 1F1B exchanges: in steps. A rank with several stages takes a forward
-  // directly followed by a backward as one step (but not its last forward with its first backward: there the
-  // backward's gradient needs that forward's output sent first), any other compute action as a step of its own; a
-  // rank with one stage takes each action as a step. After each step a rank posts one exchange: what the step
-  // produced, and receipts. On NCCL a send waits for its receive, and receives posted only where their data is
-  // consumed can leave two ranks each waiting to send to the other (the ring of interleaved stages does). So each
-  // receive is posted with the receiver's first exchange after its data is sent, as Megatron's lockstep exchanges
-  // do, found by a dry run (Simulate at forward 1, backward 2) of the schedule with receives where consumed: the
-  // data is there by then in that run, so no rank waits where it did not, and sender and receiver meet in time.
+  // Ranks work in steps, after each of which they post one exchange: what the step produced, and receipts. A rank
+  // with one stage takes each action as a step, so without interleaving every action is lowered in place: its
+  // receives, itself, its sends. A rank with several stages (interleaved) takes a forward directly followed by a
+  // backward as one step, as Megatron-LM's interleaved 1F1B does (but not its last forward with its first
+  // backward: there the backward's gradient needs that forward's output sent first). On NCCL a send waits for its
+  // receive, and receives posted only where their data is consumed can leave two ranks each waiting to send to
+  // the other (the ring of interleaved stages does). So there each receive is posted with the receiver's first
+  // exchange after its data is sent, as Megatron's lockstep exchanges do, found by a dry run (Simulate at forward
+  // 1, backward 2) of the schedule with receives where consumed: the data is there by then in that run, so no
+  // rank waits where it did not, and sender and receiver meet in time.
   struct Where {
     int rank, index;  // into compute[rank]
   };
@@ -440,6 +419,7 @@ Schedule AddSendRecv(const StageGraph& g, const Schedule& compute) {
     return out;
   };
   const Schedule consumed = lower([&](int r, int i, const Action&) { return step_of[r][i]; });
+  if (g.virtual_stages == 1) return consumed;
   const std::vector<size_t> reached = Replay(consumed, [](int, const Action&) {});
   for (int r = 0; r < g.num_ranks(); ++r) {
     if (reached[r] < consumed[r].size()) return consumed;  // the validator says what is wrong

@@ -22,14 +22,10 @@ inline std::string Fnv1a64(const std::string& bytes) {
   return hex;
 }
 
-// The text the digests are of.
+// The text the digests are of: FormatSchedule's, each line labelled "stage" rather than "rank".
 inline std::string GoldenText(const Schedule& schedule) {
-  std::string text;
-  for (size_t s = 0; s < schedule.size(); ++s) {
-    text += "stage " + std::to_string(s) + ":";
-    for (const Action& a : schedule[s]) text += " " + a.ToString();
-    text += "\n";
-  }
+  std::string text = FormatSchedule(schedule);
+  for (size_t line = 0; line < text.size(); line = text.find('\n', line) + 1) text.replace(line, 4, "stage");
   return text;
 }
 
