@@ -21,68 +21,74 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// A contiguous run of rows (or columns) taken from one tile: [begin, begin + length) of the sequence, stored at
-// `offset` in the gathered chunk.
-struct Segment {
-  int64_t tile, begin, length, offset;
+// A piece of the sequence cut at tile boundaries: tiles [first, end), positions [begin, begin + length).
+struct Piece {
+  int64_t first, end, begin, length;
 };
 
-// Groups the listed tiles into chunks of at most `chunk` rows.
-std::vector<std::vector<Segment>> Chunks(const std::vector<int32_t>& tiles, int64_t tile, int64_t n, int64_t chunk) {
-  std::vector<std::vector<Segment>> chunks;
-  int64_t used = chunk;
-  for (int32_t t : tiles) {
+// The listed tiles (ascending) as contiguous runs, each cut into pieces of at most max(limit, tile) positions: a
+// piece of keys (or queries) is then a plain view of the [n, ...] rows, never a gathered copy.
+std::vector<Piece> Pieces(const std::vector<int32_t>& tiles, int64_t tile, int64_t n, int64_t limit) {
+  std::vector<Piece> pieces;
+  for (const int32_t t : tiles) {
     const int64_t begin = t * tile, length = std::min(tile, n - begin);
-    if (used + length > chunk) {
-      chunks.emplace_back();
-      used = 0;
+    if (!pieces.empty() && pieces.back().end == t && pieces.back().length + length <= std::max(limit, tile)) {
+      pieces.back().end = t + 1;
+      pieces.back().length += length;
+    } else {
+      pieces.push_back({t, t + 1, begin, length});
     }
-    chunks.back().push_back({t, begin, length, used});
-    used += length;
   }
-  return chunks;
+  return pieces;
 }
 
-int64_t Rows(const std::vector<Segment>& segs) { return segs.back().offset + segs.back().length; }
-
-// Rows of `m` ([n, D]) named by the segments, as one [rows, D] matrix (a view when they are contiguous).
-torch::Tensor Gather(const torch::Tensor& m, const std::vector<Segment>& segs) {
-  const int64_t first = segs.front().begin, rows = Rows(segs);
-  if (segs.back().begin + segs.back().length - first == rows) return m.narrow(0, first, rows);
-  std::vector<torch::Tensor> parts;
-  for (const Segment& s : segs) parts.push_back(m.narrow(0, s.begin, s.length));
-  return torch::cat(parts);
+// The layout the kernels compute in: [B, Hkv, n, group, ...], the `group` query heads that share a kv head
+// interleaved token by token. A run of query positions of all of them is then one contiguous block of rows (row i
+// of a block starting at position a is position a + i / group), so the grouped heads share every key GEMM, which
+// is group times taller, without a gather. x is [B, H, n] or [B, H, n, D], contiguous.
+torch::Tensor Grouped(const torch::Tensor& x, int64_t kv_heads) {
+  std::vector<int64_t> shape = {x.size(0), kv_heads, x.size(1) / kv_heads, x.size(2)};
+  if (x.dim() == 4) shape.push_back(x.size(3));
+  return x.view(shape).transpose(2, 3).contiguous();
 }
 
-torch::Tensor Gather1d(const torch::Tensor& v, const std::vector<Segment>& segs) {
-  return Gather(v.unsqueeze(1), segs).squeeze(1);
+// [B, Hkv, n, group, ...] back to [B, H, n, ...].
+torch::Tensor Ungrouped(const torch::Tensor& g) {
+  std::vector<int64_t> shape = {g.size(0), g.size(1) * g.size(3), g.size(2)};
+  if (g.dim() == 5) shape.push_back(g.size(4));
+  return g.transpose(2, 3).reshape(shape);
 }
 
-// Sets disallowed entries of the scores S [query rows, key cols] to -inf. Rows come from `row_segs` (query tiles),
-// columns from `col_segs` (key tiles); only partial tile pairs need per-element checks.
-void MaskScores(torch::Tensor& s, const std::vector<Segment>& row_segs, const std::vector<Segment>& col_segs,
-                const int64_t* words, const TileMask& tiles) {
-  float* data = s.data_ptr<float>();
-  const int64_t ld = s.size(1);
-  for (const Segment& r : row_segs) {
-    for (const Segment& c : col_segs) {
-      if (tiles.cls(r.tile, c.tile) == TileClass::kFull) continue;
-      for (int64_t i = 0; i < r.length; ++i) {
-        float* row = data + (r.offset + i) * ld + c.offset;
-        const int64_t a = r.begin + i;
-        for (int64_t j = 0; j < c.length; ++j) {
-          if (!MaskAllows(words[a], words[c.begin + j], a, c.begin + j)) row[j] = kNegInf;
+// Rows of positions `rows` of kv head hk's group in sample b of a grouped tensor: [group * length, D] (or
+// [group * length] for [B, Hkv, n, group]), a view.
+torch::Tensor Block(const torch::Tensor& g, int64_t b, int64_t hk, const Piece& rows) {
+  const torch::Tensor part = g[b][hk].narrow(0, rows.begin, rows.length);
+  return g.dim() == 5 ? part.view({-1, g.size(4)}) : part.view({-1});
+}
+
+// Sets the disallowed scores of a block to -inf: its rows are positions `rows` of `group` heads each (grouped
+// layout), its columns positions `cols`, row stride `ld`. Only tile pairs that are not full are checked.
+void MaskBlock(float* s, int64_t ld, const Piece& rows, int64_t group, const Piece& cols, const int64_t* words,
+               const TileMask& tiles) {
+  const int64_t row_end = rows.begin + rows.length, col_end = cols.begin + cols.length;
+  for (int64_t qt = rows.first; qt < rows.end; ++qt) {
+    for (int64_t kt = cols.first; kt < cols.end; ++kt) {
+      if (tiles.cls(qt, kt) == TileClass::kFull) continue;
+      const int64_t a_end = std::min(row_end, (qt + 1) * tiles.tile_q());
+      const int64_t c_begin = kt * tiles.tile_k(), c_end = std::min(col_end, c_begin + tiles.tile_k());
+      for (int64_t a = qt * tiles.tile_q(); a < a_end; ++a) {
+        float* row = s + (a - rows.begin) * group * ld - cols.begin;
+        for (int64_t c = c_begin; c < c_end; ++c) {
+          if (MaskAllows(words[a], words[c], a, c)) continue;
+          for (int64_t g = 0; g < group; ++g) row[g * ld + c] = kNegInf;
         }
       }
     }
   }
 }
 
-// exp(s - lse) in place, one lse per row. A -inf lse (nothing allowed) is clamped to the lowest float: such rows
-// hold only -inf scores, and exp(-inf - lowest) = 0, so they vanish instead of becoming NaN.
-void ProbabilitiesFromLse(torch::Tensor& s, const torch::Tensor& lse) {
-  s.sub_(lse.clamp_min(std::numeric_limits<float>::lowest()).unsqueeze(1)).exp_();
-}
+// exp(s - lse) in place, one lse per row: the probabilities from the forward's log-sum-exp (clamped, see below).
+void ProbabilitiesFromLse(torch::Tensor& s, const torch::Tensor& lse) { s.sub_(lse.unsqueeze(1)).exp_(); }
 
 std::vector<TileMask> PlanTiles(const torch::Tensor& words, const BitfieldAttentionOptions& o) {
   std::vector<TileMask> plans;
@@ -97,8 +103,8 @@ bool Selected(const BitfieldAttentionOptions& o, int64_t b, int64_t qt) {
   return o.query_tiles.empty() || o.query_tiles[b][qt] != 0;
 }
 
-// Runs fn(b, hk, qt, q0, rows) in parallel for every selected (batch, kv head, query tile) with something allowed;
-// rows of the tile are [q0, q0 + rows). The query heads sharing kv head hk are processed together (GroupRows).
+// Runs fn(b, hk, rows) in parallel for every selected (batch, kv head, query tile) with something allowed; `rows`
+// is the query tile as a piece.
 template <class Fn>
 void ForEachQueryTile(int64_t batch, int64_t kv_heads, int64_t n, const std::vector<TileMask>& plans,
                       const BitfieldAttentionOptions& o, const Fn& fn) {
@@ -108,31 +114,9 @@ void ForEachQueryTile(int64_t batch, int64_t kv_heads, int64_t n, const std::vec
       const int64_t b = task / (kv_heads * nq), hk = (task / nq) % kv_heads, qt = task % nq;
       if (plans[b].keys_of(qt).empty() || !Selected(o, b, qt)) continue;
       const int64_t q0 = qt * o.tile_q;
-      fn(b, hk, qt, q0, std::min(o.tile_q, n - q0));
+      fn(b, hk, Piece{qt, qt + 1, q0, std::min(o.tile_q, n - q0)});
     }
   });
-}
-
-// Rows [q0, q0 + rows) of the `group` query heads of kv head hk in sample b of x ([B, H, n, ...]), stacked into one
-// matrix [group * rows, ...] (head-major): the grouped heads share every key chunk, so each GEMM is group times
-// taller, and the mask applies to each head's rows alike (GroupSegments).
-torch::Tensor GroupRows(const torch::Tensor& x, int64_t b, int64_t hk, int64_t group, int64_t q0, int64_t rows) {
-  const torch::Tensor part = x[b].narrow(0, hk * group, group).narrow(1, q0, rows);
-  return x.dim() == 4 ? part.reshape({group * rows, x.size(3)}) : part.reshape({group * rows});
-}
-
-// Writes `grouped` ([group * rows, ...], as GroupRows lays it out) back into x.
-void UngroupRows(const torch::Tensor& x, const torch::Tensor& grouped, int64_t b, int64_t hk, int64_t group,
-                 int64_t q0, int64_t rows) {
-  torch::Tensor part = x[b].narrow(0, hk * group, group).narrow(1, q0, rows);
-  part.copy_(grouped.view(part.sizes()));
-}
-
-// The row segments of query tile qt for GroupRows' layout: one per head.
-std::vector<Segment> GroupSegments(int64_t qt, int64_t q0, int64_t rows, int64_t group) {
-  std::vector<Segment> segs;
-  for (int64_t g = 0; g < group; ++g) segs.push_back({qt, q0, rows, g * rows});
-  return segs;
 }
 
 void CheckInputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& words,
@@ -197,54 +181,65 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
     CheckLaunch(cuda::LaunchBitfieldAttentionForward(p, CurrentCudaStream(q.device())), "forward");
     return {out, lse};
   }
-  const int64_t B = q.size(0), H = q.size(1), Hkv = k.size(1), n = q.size(2), D = q.size(3), group = H / Hkv;
+  const int64_t B = q.size(0), Hkv = k.size(1), n = q.size(2), D = q.size(3), group = q.size(1) / Hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const std::vector<TileMask> plans = PlanTiles(words, o);
-  torch::Tensor out = torch::zeros_like(q);
-  torch::Tensor lse = torch::full({B, H, n}, kNegInf, q.options());
+  const torch::Tensor qg = Grouped(q * scale, Hkv);
+  torch::Tensor out = torch::zeros_like(qg);
+  torch::Tensor lse = torch::full({B, Hkv, n, group}, kNegInf, q.options());
   std::atomic<int64_t> computed{0}, full{0};
 
-  ForEachQueryTile(B, Hkv, n, plans, o, [&](int64_t b, int64_t hk, int64_t qt, int64_t q0, int64_t rows) {
+  ForEachQueryTile(B, Hkv, n, plans, o, [&](int64_t b, int64_t hk, const Piece& rows) {
     const TileMask& plan = plans[b];
-    const std::vector<Segment> row_segs = GroupSegments(qt, q0, rows, group);
-    const torch::Tensor qs = GroupRows(q, b, hk, group, q0, rows) * scale;
-    const torch::Tensor kb = k[b][hk], vb = v[b][hk];
+    const torch::Tensor qs = Block(qg, b, hk, rows), kb = k[b][hk], vb = v[b][hk];
+    const int64_t m_rows = qs.size(0);
     const int64_t* w = words[b].data_ptr<int64_t>();
-    const int64_t m_rows = group * rows;
-    torch::Tensor m = torch::full({m_rows}, kNegInf, q.options());
-    torch::Tensor l = torch::zeros({m_rows}, q.options());
+    // The online softmax's running row max m and sum l stay in plain arrays: per row they are scalars, and
+    // LibTorch ops on them would cost more than the arithmetic.
+    std::vector<float> m(m_rows, kNegInf), l(m_rows, 0.0f);
+    torch::Tensor correction = torch::empty({m_rows, 1}, q.options());
     torch::Tensor acc = torch::zeros({m_rows, D}, q.options());
-    for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
-      const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
+    float* corr = correction.data_ptr<float>();
+    for (const Piece& cols : Pieces(plan.keys_of(rows.first), o.tile_k, n, o.chunk)) {
+      const torch::Tensor kc = kb.narrow(0, cols.begin, cols.length);
       torch::Tensor s = torch::mm(qs, kc.t());
-      MaskScores(s, row_segs, cols, w, plan);
-      computed += group * static_cast<int64_t>(cols.size());
-      for (const Segment& c : cols) full += group * (plan.cls(qt, c.tile) == TileClass::kFull);
-      const torch::Tensor m_new = torch::maximum(m, s.amax(1));
-      // Rows still without any allowed key keep m = -inf; subtracting a finite stand-in keeps exp() at 0.
-      const torch::Tensor m_safe = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
-      s.sub_(m_safe.unsqueeze(1)).exp_();
-      const torch::Tensor correction = (m - m_safe).exp();
-      l.mul_(correction).add_(s.sum(1));
-      acc.mul_(correction.unsqueeze(1)).addmm_(s, vc);
-      m = m_new;
+      MaskBlock(s.data_ptr<float>(), cols.length, rows, group, cols, w, plan);
+      computed += group * (cols.end - cols.first);
+      for (int64_t kt = cols.first; kt < cols.end; ++kt) full += group * (plan.cls(rows.first, kt) == TileClass::kFull);
+      torch::Tensor shift = s.amax(1, /*keepdim=*/true);
+      float* mx = shift.data_ptr<float>();
+      for (int64_t i = 0; i < m_rows; ++i) {
+        const float m_new = std::max(m[i], mx[i]);
+        // Rows still without any allowed key keep m = -inf; shifting by 0 instead keeps exp() at 0, not NaN.
+        mx[i] = std::isinf(m_new) ? 0.0f : m_new;
+        corr[i] = std::exp(m[i] - mx[i]);
+        m[i] = m_new;
+      }
+      s.sub_(shift).exp_();
+      const torch::Tensor sums = s.sum(1);
+      const float* sum = sums.data_ptr<float>();
+      for (int64_t i = 0; i < m_rows; ++i) l[i] = l[i] * corr[i] + sum[i];
+      acc.mul_(correction).addmm_(s, vb.narrow(0, cols.begin, cols.length));
     }
-    const torch::Tensor has = l.gt(0);
-    const torch::Tensor o_rows =
-        torch::where(has.unsqueeze(1), acc / l.clamp_min(1e-30).unsqueeze(1), torch::zeros_like(acc));
-    UngroupRows(out, o_rows, b, hk, group, q0, rows);
-    UngroupRows(lse, torch::where(has, m + l.clamp_min(1e-30).log(), m), b, hk, group, q0, rows);
+    const float* a = acc.data_ptr<float>();
+    float* o_rows = Block(out, b, hk, rows).data_ptr<float>();
+    float* lse_rows = Block(lse, b, hk, rows).data_ptr<float>();
+    for (int64_t i = 0; i < m_rows; ++i) {
+      if (l[i] <= 0) continue;  // nothing allowed: the output stays 0 and the lse -inf
+      for (int64_t d = 0; d < D; ++d) o_rows[i * D + d] = a[i * D + d] / l[i];
+      lse_rows[i] = m[i] + std::log(l[i]);
+    }
   });
 
   if (stats != nullptr) {
     stats->tiles_computed += computed;
     stats->tiles_full += full;
     for (const TileMask& plan : plans) {
-      stats->tiles_total += H * plan.num_q_tiles() * plan.num_k_tiles();
-      stats->allowed_pairs += H * plan.allowed_pairs();
+      stats->tiles_total += q.size(1) * plan.num_q_tiles() * plan.num_k_tiles();
+      stats->allowed_pairs += q.size(1) * plan.allowed_pairs();
     }
   }
-  return {out, lse};
+  return {Ungrouped(out), Ungrouped(lse)};
 }
 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackward(
@@ -274,11 +269,15 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
     CheckLaunch(cuda::LaunchBitfieldAttentionBackward(p, CurrentCudaStream(q.device())), "backward");
     return {dq, dk, dv};
   }
-  const int64_t B = q.size(0), H = q.size(1), Hkv = k.size(1), n = q.size(2), D = q.size(3), group = H / Hkv;
+  const int64_t B = q.size(0), Hkv = k.size(1), n = q.size(2), D = q.size(3), group = q.size(1) / Hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const std::vector<TileMask> plans = PlanTiles(words, o);
-  const torch::Tensor delta = (dout * out_in).sum(-1);  // [B, H, n]: rowsum(dO * O)
-  torch::Tensor dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
+  const torch::Tensor qg = Grouped(q * scale, Hkv), dog = Grouped(dout, Hkv);
+  // A -inf lse (nothing allowed) is clamped to the lowest float: such rows hold only -inf scores, and
+  // exp(-inf - lowest) = 0, so they vanish instead of becoming NaN.
+  const torch::Tensor lseg = Grouped(lse.clamp_min(std::numeric_limits<float>::lowest()), Hkv);
+  const torch::Tensor deltag = Grouped((dout * out_in).sum(-1), Hkv);  // rowsum(dO * O)
+  torch::Tensor dqg = torch::zeros_like(qg), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
   const int64_t nk = (n + o.tile_k - 1) / o.tile_k;
 
   // With at least two (sample, kv head) pairs per thread, one task per pair walks all its key tiles and owns its
@@ -287,28 +286,25 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
   // tile computes them (7 GEMMs, two exps), as FlashAttention-2 does without atomics.
   const bool fused = B * Hkv >= 2 * static_cast<int64_t>(at::get_num_threads());
   if (!fused) {
-    ForEachQueryTile(B, Hkv, n, plans, o, [&](int64_t b, int64_t hk, int64_t qt, int64_t q0, int64_t rows) {
+    ForEachQueryTile(B, Hkv, n, plans, o, [&](int64_t b, int64_t hk, const Piece& rows) {
       const TileMask& plan = plans[b];
-      const std::vector<Segment> row_segs = GroupSegments(qt, q0, rows, group);
-      const torch::Tensor qs = GroupRows(q, b, hk, group, q0, rows) * scale;
-      const torch::Tensor d_o = GroupRows(dout, b, hk, group, q0, rows);
-      const torch::Tensor row_lse = GroupRows(lse, b, hk, group, q0, rows);
-      const torch::Tensor row_delta = GroupRows(delta, b, hk, group, q0, rows);
-      const torch::Tensor kb = k[b][hk], vb = v[b][hk];
-      torch::Tensor dq_t = torch::zeros({group * rows, D}, q.options());
-      for (const std::vector<Segment>& cols : Chunks(plan.keys_of(qt), o.tile_k, n, o.chunk)) {
-        const torch::Tensor kc = Gather(kb, cols), vc = Gather(vb, cols);
+      const torch::Tensor qs = Block(qg, b, hk, rows), d_o = Block(dog, b, hk, rows);
+      const torch::Tensor row_lse = Block(lseg, b, hk, rows), row_delta = Block(deltag, b, hk, rows).unsqueeze(1);
+      torch::Tensor dq_rows = Block(dqg, b, hk, rows);
+      for (const Piece& cols : Pieces(plan.keys_of(rows.first), o.tile_k, n, o.chunk)) {
+        const torch::Tensor kc = k[b][hk].narrow(0, cols.begin, cols.length);
+        const torch::Tensor vc = v[b][hk].narrow(0, cols.begin, cols.length);
         torch::Tensor p = torch::mm(qs, kc.t());
-        MaskScores(p, row_segs, cols, words[b].data_ptr<int64_t>(), plan);
+        MaskBlock(p.data_ptr<float>(), cols.length, rows, group, cols, words[b].data_ptr<int64_t>(), plan);
         ProbabilitiesFromLse(p, row_lse);
-        const torch::Tensor ds = p * (torch::mm(d_o, vc.t()) - row_delta.unsqueeze(1));
-        dq_t.addmm_(ds, kc);
+        const torch::Tensor ds = torch::mm(d_o, vc.t()).sub_(row_delta).mul_(p);
+        dq_rows.addmm_(ds, kc);
       }
-      UngroupRows(dq, dq_t.mul_(scale), b, hk, group, q0, rows);
     });
   }
 
-  // dK, dV of key tile kt of kv head hk, summing over the query heads that share it; fused, dQ as well.
+  // dK, dV of key tile kt of kv head hk, summing over the query heads that share it (their rows are stacked in
+  // the grouped layout); fused, dQ as well.
   const auto key_tile = [&](int64_t b, int64_t hk, int64_t kt) {
     const TileMask& plan = plans[b];
     std::vector<int32_t> queries;
@@ -316,32 +312,20 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
       if (Selected(o, b, qt)) queries.push_back(qt);
     }
     if (queries.empty()) return;
-    const int64_t k0 = kt * o.tile_k, cols = std::min(o.tile_k, n - k0);
-    const std::vector<Segment> col_segs = {{kt, k0, cols, 0}};
-    const torch::Tensor kt_rows = k[b][hk].narrow(0, k0, cols), vt_rows = v[b][hk].narrow(0, k0, cols);
-    torch::Tensor dk_t = torch::zeros({cols, D}, q.options()), dv_t = torch::zeros({cols, D}, q.options());
-    const auto chunks = Chunks(queries, o.tile_q, n, o.chunk);
-    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-      for (const std::vector<Segment>& rows : chunks) {
-        const torch::Tensor qs = Gather(q[b][h], rows) * scale;
-        const torch::Tensor d_o = Gather(dout[b][h], rows);
-        const torch::Tensor row_lse = Gather1d(lse[b][h], rows), row_delta = Gather1d(delta[b][h], rows);
-        torch::Tensor p = torch::mm(qs, kt_rows.t());  // [query rows, cols]
-        MaskScores(p, rows, col_segs, words[b].data_ptr<int64_t>(), plan);
-        ProbabilitiesFromLse(p, row_lse);
-        dv_t.addmm_(p.t(), d_o);
-        const torch::Tensor ds = p * (torch::mm(d_o, vt_rows.t()) - row_delta.unsqueeze(1));
-        dk_t.addmm_(ds.t(), qs);  // qs carries the scale
-        if (fused) {
-          const torch::Tensor dq_rows = torch::mm(ds, kt_rows);  // unscaled: dq is scaled once at the end
-          for (const Segment& r : rows) {
-            dq[b][h].narrow(0, r.begin, r.length).add_(dq_rows.narrow(0, r.offset, r.length));
-          }
-        }
-      }
+    const int64_t k0 = kt * o.tile_k;
+    const Piece cols{kt, kt + 1, k0, std::min(o.tile_k, n - k0)};
+    const torch::Tensor kc = k[b][hk].narrow(0, k0, cols.length), vc = v[b][hk].narrow(0, k0, cols.length);
+    torch::Tensor dk_rows = dk[b][hk].narrow(0, k0, cols.length), dv_rows = dv[b][hk].narrow(0, k0, cols.length);
+    for (const Piece& rows : Pieces(queries, o.tile_q, n, o.chunk)) {
+      const torch::Tensor qs = Block(qg, b, hk, rows), d_o = Block(dog, b, hk, rows);
+      torch::Tensor p = torch::mm(qs, kc.t());  // [group * query rows, cols]
+      MaskBlock(p.data_ptr<float>(), cols.length, rows, group, cols, words[b].data_ptr<int64_t>(), plan);
+      ProbabilitiesFromLse(p, Block(lseg, b, hk, rows));
+      dv_rows.addmm_(p.t(), d_o);
+      const torch::Tensor ds = torch::mm(d_o, vc.t()).sub_(Block(deltag, b, hk, rows).unsqueeze(1)).mul_(p);
+      dk_rows.addmm_(ds.t(), qs);  // qs carries the scale
+      if (fused) Block(dqg, b, hk, rows).addmm_(ds, kc);  // unscaled: dQ is scaled once at the end
     }
-    dk[b][hk].narrow(0, k0, cols).copy_(dk_t);
-    dv[b][hk].narrow(0, k0, cols).copy_(dv_t);
   };
   if (fused) {
     at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t end) {
@@ -349,13 +333,13 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
         for (int64_t kt = 0; kt < nk; ++kt) key_tile(task / Hkv, task % Hkv, kt);
       }
     });
-    dq.mul_(scale);
   } else {
     at::parallel_for(0, B * Hkv * nk, 1, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) key_tile(task / (Hkv * nk), (task / nk) % Hkv, task % nk);
     });
   }
-  return {dq, dk, dv};
+  // Both paths summed dS K without the softmax scale: dQ = scale * dS K.
+  return {Ungrouped(dqg).mul_(scale), dk, dv};
 }
 
 namespace {

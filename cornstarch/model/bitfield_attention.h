@@ -4,7 +4,9 @@
 // Backward recomputes the probabilities from the saved log-sum-exp, by key tile for dK and dV, with dQ in the same
 // pass when each thread has whole (sample, kv head) pairs to itself, else in a pass of its own by query tile (no
 // write conflicts between threads either way). Parallel over (batch, head, tile) with LibTorch's intra-op threads.
-// Grouped-query attention: query head h reads kv head h / (H / Hkv).
+// Grouped-query attention: query head h reads kv head h / (H / Hkv). The kernel computes in a layout with the
+// query heads of one kv head interleaved token by token, so they share each key GEMM as one taller product, and
+// runs of allowed tiles are plain views of the rows: per GEMM a handful of LibTorch ops, no gathers.
 // Rows with nothing allowed (padding) produce exact zeros and zero gradients.
 #pragma once
 
