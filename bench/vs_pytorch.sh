@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # cornstarch against PyTorch eager on the same CPU, side by side: the W1/W2 workloads (configs/bench/) trained by
 # cornstarch-train and by bench/pytorch_mllm.py (the same model, sample layout, threads and optimizer, in Debian's
-# python3-torch), rotating which goes first, several rounds. PyTorch runs twice: as a user runs it, and with glibc's
-# malloc tuned as cornstarch tunes it (GLIBC_TUNABLES), to show what the allocator alone is worth. Prints one table:
+# python3-torch), rotating which goes first, several rounds. PyTorch runs twice: as a user runs it (glibc malloc),
+# and with tcmalloc preloaded, as PyTorch's CPU performance guides advise: glibc returns PyTorch's large tensors to
+# the kernel on every free, and on a VM each new page then costs a fault (W1: ~35 s/step vs ~9). Prints one table:
 # ms/step (median of the rounds, each round the median of its steps after the first, min-max over the rounds),
-# tokens/s, peak resident memory, and ratios to PyTorch as a user runs it. Not part of CI (minutes per round).
+# tokens/s, peak resident memory, and cornstarch's ratios to each PyTorch side. Not part of CI (minutes per round).
 #
 #   bench/vs_pytorch.sh [ROUNDS [STEPS [THREADS]]]    defaults: 3 rounds, 4 steps (1 warm-up), every core
 set -euo pipefail
@@ -14,6 +15,8 @@ steps=${2:-4}
 threads=${3:-$(nproc)}
 python=/usr/bin/python3  # Debian's, which has python3-torch
 "$python" -c "import torch" 2>/dev/null || { echo "vs_pytorch: needs Debian's python3-torch (apt-get install python3-torch)" >&2; exit 1; }
+tcmalloc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+[[ -f $tcmalloc ]] || { echo "vs_pytorch: needs tcmalloc (apt-get install libtcmalloc-minimal4)" >&2; exit 1; }
 bazel build //tools:cornstarch-train >/dev/null 2>&1 || { echo "vs_pytorch: the build failed" >&2; exit 1; }
 train=bazel-bin/tools/cornstarch-train
 out=$(mktemp -d)
@@ -30,8 +33,8 @@ pytorch() {  # pytorch WORKLOAD ROUND [SIDE ENV...]
     --config "configs/bench/$1.yaml" --steps "$steps" --threads "$threads" > "$out/$1-$side-$2.jsonl" \
     2> "$out/$1-$side-$2.log"
 }
-tuned() {  # tuned WORKLOAD ROUND: PyTorch with cornstarch's malloc settings (device/torch_runtime.cc)
-  pytorch "$1" "$2" pytorch+malloc GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296
+tuned() {  # tuned WORKLOAD ROUND: PyTorch with tcmalloc
+  pytorch "$1" "$2" pytorch+tcmalloc LD_PRELOAD="$tcmalloc"
 }
 
 sides=(cornstarch pytorch tuned)
@@ -52,20 +55,20 @@ def step_seconds(path, key):
     return [r[key] for r in rows if key in r][1:]  # the first step warms up
 
 print(f"{rounds} alternating rounds x {steps - 1} measured steps, {threads} threads, fp32")
-print(f"{'workload':8} {'side':14} {'ms/step':>9} {'min-max':>15} {'tok/s':>7} {'peak MiB':>9} | {'speedup':>7} {'memory':>6}")
+print(f"{'workload':8} {'side':16} {'ms/step':>9} {'min-max':>15} {'tok/s':>7} {'peak MiB':>9}")
+sides = (("pytorch", "seconds"), ("pytorch+tcmalloc", "seconds"), ("cornstarch", "step_seconds"))
 for w in ("w1", "w2"):
     cfg = yaml.safe_load(open(f"configs/bench/{w}.yaml"))
     tokens = cfg["data"]["seq_len"] * cfg["train"]["global_batch_size"]
     res = {}
-    for side, key in (("pytorch", "seconds"), ("pytorch+malloc", "seconds"), ("cornstarch", "step_seconds")):
+    for side, key in sides:
         per_round = [statistics.median(step_seconds(f"{out}/{w}-{side}-{r}.jsonl", key)) for r in range(1, rounds + 1)]
         mem = max(int(open(f"{out}/{w}-{side}-{r}.kib").read().split()[-1]) for r in range(1, rounds + 1)) / 1024
         res[side] = (statistics.median(per_round), min(per_round), max(per_round), mem)
-    for side in ("pytorch", "pytorch+malloc", "cornstarch"):
-        med, lo, hi, mem = res[side]
-        ratio = "" if side == "pytorch" else f"{res['pytorch'][0] / med:6.2f}x {mem / res['pytorch'][3]:5.2f}x"
-        print(f"{w:8} {side:14} {med * 1e3:9.0f} {f'{lo * 1e3:.0f}-{hi * 1e3:.0f}':>15} {tokens / med:7.0f} "
-              f"{mem:9.0f} | {ratio}")
-print("speedup = PyTorch's ms/step / this side's; memory = this side's peak / PyTorch's (PyTorch as a user runs it)")
+        med, lo, hi, _ = res[side]
+        print(f"{w:8} {side:16} {med * 1e3:9.0f} {f'{lo * 1e3:.0f}-{hi * 1e3:.0f}':>15} {tokens / med:7.0f} {mem:9.0f}")
+    for base, _ in sides[:2]:
+        print(f"{w:8} cornstarch vs {base}: {res[base][0] / res['cornstarch'][0]:.2f}x faster, "
+              f"{res['cornstarch'][3] / res[base][3]:.2f}x the memory")
 EOF
 rm -rf "$out"

@@ -4,8 +4,9 @@
 // K and V are all-gathered over the cp group and put back at their original positions, and the kernel computes
 // this rank's query tiles only, still skipping empty tiles. All-gather rather than a ring, as the reference
 // chose: under a multimodal mask a rank's queries need keys from everywhere, and gathering once computes every
-// allowed pair exactly once with no per-round bookkeeping. Backward: each rank computes dQ for its rows and dK,
-// dV for every key its queries saw; dK and dV are summed over the group and each rank keeps its own rows.
+// allowed pair exactly once with no per-round bookkeeping; K and V travel together in one all-gather. Backward:
+// each rank computes dQ for its rows and dK, dV for every key its queries saw; one reduce-scatter sums dK and dV
+// over the group and leaves each rank its own rows.
 #pragma once
 
 #include <torch/types.h>
