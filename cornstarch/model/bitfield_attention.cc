@@ -59,11 +59,11 @@ torch::Tensor Ungrouped(const torch::Tensor& g) {
   return g.transpose(2, 3).reshape(shape);
 }
 
-// Rows of positions `rows` of kv head hk's group in sample b of a grouped tensor: [group * length, D] (or
-// [group * length] for [B, Hkv, n, group]), a view.
-torch::Tensor Block(const torch::Tensor& g, int64_t b, int64_t hk, const Piece& rows) {
-  const torch::Tensor part = g[b][hk].narrow(0, rows.begin, rows.length);
-  return g.dim() == 5 ? part.view({-1, g.size(4)}) : part.view({-1});
+// Rows of positions `rows` of one (sample, kv head) of a grouped tensor ([n, group, D] or [n, group]):
+// [group * length, D] (or [group * length]), a view.
+torch::Tensor Rows(const torch::Tensor& x, const Piece& rows) {
+  const torch::Tensor part = x.narrow(0, rows.begin, rows.length);
+  return x.dim() == 3 ? part.view({-1, x.size(2)}) : part.view({-1});
 }
 
 // Sets the disallowed scores of a block to -inf: its rows are positions `rows` of `group` heads each (grouped
@@ -87,7 +87,8 @@ void MaskBlock(float* s, int64_t ld, const Piece& rows, int64_t group, const Pie
   }
 }
 
-// exp(s - lse) in place, one lse per row: the probabilities from the forward's log-sum-exp (clamped, see below).
+// exp(s - lse) in place, one lse per row: the probabilities from the forward's log-sum-exp (clamped, see the
+// caller).
 void ProbabilitiesFromLse(torch::Tensor& s, const torch::Tensor& lse) { s.sub_(lse.unsqueeze(1)).exp_(); }
 
 std::vector<TileMask> PlanTiles(const torch::Tensor& words, const BitfieldAttentionOptions& o) {
@@ -191,7 +192,7 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
 
   ForEachQueryTile(B, Hkv, n, plans, o, [&](int64_t b, int64_t hk, const Piece& rows) {
     const TileMask& plan = plans[b];
-    const torch::Tensor qs = Block(qg, b, hk, rows), kb = k[b][hk], vb = v[b][hk];
+    const torch::Tensor qs = Rows(qg[b][hk], rows), kb = k[b][hk], vb = v[b][hk];
     const int64_t m_rows = qs.size(0);
     const int64_t* w = words[b].data_ptr<int64_t>();
     // The online softmax's running row max m and sum l stay in plain arrays: per row they are scalars, and
@@ -222,8 +223,8 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
       acc.mul_(correction).addmm_(s, vb.narrow(0, cols.begin, cols.length));
     }
     const float* a = acc.data_ptr<float>();
-    float* o_rows = Block(out, b, hk, rows).data_ptr<float>();
-    float* lse_rows = Block(lse, b, hk, rows).data_ptr<float>();
+    float* o_rows = Rows(out[b][hk], rows).data_ptr<float>();
+    float* lse_rows = Rows(lse[b][hk], rows).data_ptr<float>();
     for (int64_t i = 0; i < m_rows; ++i) {
       if (l[i] <= 0) continue;  // nothing allowed: the output stays 0 and the lse -inf
       for (int64_t d = 0; d < D; ++d) o_rows[i * D + d] = a[i * D + d] / l[i];
@@ -285,27 +286,36 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
   // tasks are (sample, kv head, key tile), so dQ rows would be shared between threads: a pass of its own by query
   // tile computes them (7 GEMMs, two exps), as FlashAttention-2 does without atomics.
   const bool fused = B * Hkv >= 2 * static_cast<int64_t>(at::get_num_threads());
+  // One (sample, kv head)'s tensors, indexed once per task rather than per tile.
+  struct Head {
+    torch::Tensor q, dout, lse, delta, dq, k, v, dk, dv;
+    const int64_t* words;
+  };
+  const auto head = [&](int64_t b, int64_t hk) {
+    return Head{qg[b][hk], dog[b][hk], lseg[b][hk], deltag[b][hk], dqg[b][hk], k[b][hk], v[b][hk], dk[b][hk],
+                dv[b][hk], words[b].data_ptr<int64_t>()};
+  };
   if (!fused) {
     ForEachQueryTile(B, Hkv, n, plans, o, [&](int64_t b, int64_t hk, const Piece& rows) {
       const TileMask& plan = plans[b];
-      const torch::Tensor qs = Block(qg, b, hk, rows), d_o = Block(dog, b, hk, rows);
-      const torch::Tensor row_lse = Block(lseg, b, hk, rows), row_delta = Block(deltag, b, hk, rows).unsqueeze(1);
-      torch::Tensor dq_rows = Block(dqg, b, hk, rows);
+      const Head h = head(b, hk);
+      const torch::Tensor qs = Rows(h.q, rows), d_o = Rows(h.dout, rows);
+      const torch::Tensor row_lse = Rows(h.lse, rows), row_delta = Rows(h.delta, rows);
+      torch::Tensor dq_rows = Rows(h.dq, rows);
       for (const Piece& cols : Pieces(plan.keys_of(rows.first), o.tile_k, n, o.chunk)) {
-        const torch::Tensor kc = k[b][hk].narrow(0, cols.begin, cols.length);
-        const torch::Tensor vc = v[b][hk].narrow(0, cols.begin, cols.length);
+        const torch::Tensor kc = h.k.narrow(0, cols.begin, cols.length), vc = h.v.narrow(0, cols.begin, cols.length);
         torch::Tensor p = torch::mm(qs, kc.t());
-        MaskBlock(p.data_ptr<float>(), cols.length, rows, group, cols, words[b].data_ptr<int64_t>(), plan);
+        MaskBlock(p.data_ptr<float>(), cols.length, rows, group, cols, h.words, plan);
         ProbabilitiesFromLse(p, row_lse);
-        const torch::Tensor ds = torch::mm(d_o, vc.t()).sub_(row_delta).mul_(p);
+        const torch::Tensor ds = torch::mm(d_o, vc.t()).sub_(row_delta.unsqueeze(1)).mul_(p);
         dq_rows.addmm_(ds, kc);
       }
     });
   }
 
-  // dK, dV of key tile kt of kv head hk, summing over the query heads that share it (their rows are stacked in
-  // the grouped layout); fused, dQ as well.
-  const auto key_tile = [&](int64_t b, int64_t hk, int64_t kt) {
+  // dK, dV of key tile kt of one (sample, kv head), summing over the query heads that share it (their rows are
+  // stacked in the grouped layout); fused, dQ as well.
+  const auto key_tile = [&](const Head& h, int64_t b, int64_t kt) {
     const TileMask& plan = plans[b];
     std::vector<int32_t> queries;
     for (int32_t qt : plan.queries_of(kt)) {
@@ -314,28 +324,33 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
     if (queries.empty()) return;
     const int64_t k0 = kt * o.tile_k;
     const Piece cols{kt, kt + 1, k0, std::min(o.tile_k, n - k0)};
-    const torch::Tensor kc = k[b][hk].narrow(0, k0, cols.length), vc = v[b][hk].narrow(0, k0, cols.length);
-    torch::Tensor dk_rows = dk[b][hk].narrow(0, k0, cols.length), dv_rows = dv[b][hk].narrow(0, k0, cols.length);
+    const torch::Tensor kc = h.k.narrow(0, k0, cols.length), vc = h.v.narrow(0, k0, cols.length);
+    torch::Tensor dk_rows = h.dk.narrow(0, k0, cols.length), dv_rows = h.dv.narrow(0, k0, cols.length);
     for (const Piece& rows : Pieces(queries, o.tile_q, n, o.chunk)) {
-      const torch::Tensor qs = Block(qg, b, hk, rows), d_o = Block(dog, b, hk, rows);
+      const torch::Tensor qs = Rows(h.q, rows), d_o = Rows(h.dout, rows);
       torch::Tensor p = torch::mm(qs, kc.t());  // [group * query rows, cols]
-      MaskBlock(p.data_ptr<float>(), cols.length, rows, group, cols, words[b].data_ptr<int64_t>(), plan);
-      ProbabilitiesFromLse(p, Block(lseg, b, hk, rows));
+      MaskBlock(p.data_ptr<float>(), cols.length, rows, group, cols, h.words, plan);
+      ProbabilitiesFromLse(p, Rows(h.lse, rows));
       dv_rows.addmm_(p.t(), d_o);
-      const torch::Tensor ds = torch::mm(d_o, vc.t()).sub_(Block(deltag, b, hk, rows).unsqueeze(1)).mul_(p);
+      const torch::Tensor ds = torch::mm(d_o, vc.t()).sub_(Rows(h.delta, rows).unsqueeze(1)).mul_(p);
       dk_rows.addmm_(ds.t(), qs);  // qs carries the scale
-      if (fused) Block(dqg, b, hk, rows).addmm_(ds, kc);  // unscaled: dQ is scaled once at the end
+      if (fused) Rows(h.dq, rows).addmm_(ds, kc);  // unscaled: dQ is scaled once at the end
     }
   };
   if (fused) {
     at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) {
-        for (int64_t kt = 0; kt < nk; ++kt) key_tile(task / Hkv, task % Hkv, kt);
+        const int64_t b = task / Hkv;
+        const Head h = head(b, task % Hkv);
+        for (int64_t kt = 0; kt < nk; ++kt) key_tile(h, b, kt);
       }
     });
   } else {
     at::parallel_for(0, B * Hkv * nk, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t task = begin; task < end; ++task) key_tile(task / (Hkv * nk), (task / nk) % Hkv, task % nk);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t b = task / (Hkv * nk);
+        key_tile(head(b, (task / nk) % Hkv), b, task % nk);
+      }
     });
   }
   // Both paths summed dS K without the softmax scale: dQ = scale * dS K.
