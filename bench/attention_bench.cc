@@ -5,7 +5,7 @@
 // the count of model FLOPs, recomputation not counted) next to LibTorch's own GEMM rate measured here.
 //
 //   bazel run -c opt //bench:attention_bench [-- --sizes 1024,4096,8192,16384 --batch 1 --heads 4 --kv-heads 2
-//       --dim 64 --reps 3 --tile-q 64 --tile-k 64 --chunk 512 --threads 0 (every core)]
+//       --dim 64 --reps 3 --tile-q 64 --tile-k 64 --chunk 1024 --threads 0 (every core)]
 // W1's shape (bench/vs_pytorch.sh): --sizes 1024 --batch 4 --heads 8 --kv-heads 4.
 #include <torch/torch.h>
 

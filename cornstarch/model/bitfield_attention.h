@@ -19,7 +19,7 @@ namespace cornstarch {
 struct BitfieldAttentionOptions {
   int64_t tile_q = 64;
   int64_t tile_k = 64;
-  int64_t chunk = 512;  // keys (forward, dQ) or queries (dK/dV) gathered into one GEMM
+  int64_t chunk = 1024;  // at most this many keys (forward, dQ) or queries (dK/dV) in one GEMM
   // Per sample, a flag per query tile: compute only the flagged query rows (a context-parallel rank's share of
   // the sequence); the other rows' outputs and gradients stay zero. Empty: every row.
   std::vector<std::vector<uint8_t>> query_tiles;
