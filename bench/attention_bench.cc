@@ -53,24 +53,24 @@ double MedianSeconds(int reps, const std::function<void()>& f) {
   return Median(runs);
 }
 
-// GFLOP/s of `threads` threads each running its own [128 x 64] x [64 x 1024] product at once, the shape of the
-// kernel's score GEMM (grouped rows of one query tile against a chunk of keys): the kernel's ceiling on this
+// GFLOP/s of `threads` threads each running its own [rows x dim] x [dim x keys] product at once, the shape of the
+// kernel's score GEMM (grouped rows of one query tile against a piece of keys): the kernel's ceiling on this
 // machine, which a single large GEMM spread over the threads (the GEMM rate) may exceed by far.
-double ConcurrentTileGemmRate(int threads) {
-  constexpr int64_t kRows = 128, kDim = 64, kKeys = 1024, kReps = 200;
+double ConcurrentTileGemmRate(int threads, int64_t rows, int64_t dim, int64_t keys) {
+  constexpr int64_t kReps = 200;
   const int saved = at::get_num_threads();
   at::set_num_threads(threads);
   const double seconds = MedianSeconds(3, [&] {
     at::parallel_for(0, threads, 1, [&](int64_t first, int64_t last) {
       for (int64_t t = first; t < last; ++t) {
-        const torch::Tensor a = torch::randn({kRows, kDim}), b = torch::randn({kDim, kKeys});
-        torch::Tensor c = torch::empty({kRows, kKeys});
+        const torch::Tensor a = torch::randn({rows, dim}), b = torch::randn({dim, keys});
+        torch::Tensor c = torch::empty({rows, keys});
         for (int64_t r = 0; r < kReps; ++r) torch::mm_out(c, a, b);
       }
     });
   });
   at::set_num_threads(saved);
-  return 2.0 * kRows * kDim * kKeys * kReps * threads / seconds / 1e9;
+  return 2.0 * rows * dim * keys * kReps * threads / seconds / 1e9;
 }
 
 }  // namespace
@@ -104,8 +104,11 @@ int main(int argc, char** argv) {
   threads = ConfigureTorchRuntime(threads);
   const double gemm = MeasureGemmFlops() / 1e9;  // every thread: the machine's GEMM rate
   std::printf("%s; GEMM rate %.0f GFLOP/s on %d threads\n", DescribeTorchRuntime().c_str(), gemm, threads);
-  std::printf("score-tile GEMMs ([128 x 64] x [64 x 1024], one per thread at once): %.0f GFLOP/s on 1 thread, %.0f on "
-              "%d\n", ConcurrentTileGemmRate(1), ConcurrentTileGemmRate(threads), threads);
+  const int64_t rows = heads / kv_heads * options.tile_q;
+  std::printf("score-tile GEMMs ([%lld x %lld] x [%lld x %lld], one per thread at once): %.0f GFLOP/s on 1 thread, "
+              "%.0f on %d\n", static_cast<long long>(rows), static_cast<long long>(dim), static_cast<long long>(dim),
+              static_cast<long long>(options.chunk), ConcurrentTileGemmRate(1, rows, dim, options.chunk),
+              ConcurrentTileGemmRate(threads, rows, dim, options.chunk), threads);
   std::printf("B=%lld heads=%lld kv_heads=%lld head_dim=%lld fp32, tiles %lldx%lld, chunk %lld, median of %d; dense "
               "runs with %d BLAS threads, the kernel with %d intra-op threads\n\n",
               static_cast<long long>(batch), static_cast<long long>(heads), static_cast<long long>(kv_heads),

@@ -37,12 +37,10 @@ torch::Tensor AllGatherKv(const torch::Tensor& k, const torch::Tensor& v, Commun
 // reduce-scatter of the rows laid out rank by rank (half the bytes of an all-reduce, and one call for both).
 std::pair<torch::Tensor, torch::Tensor> ReduceScatterKv(const torch::Tensor& dk, const torch::Tensor& dv,
                                                         const torch::Tensor& tokens, Communicator& comm) {
-  const torch::Tensor dkv = torch::stack({dk, dv});  // [2, B, Hkv, n, D]
-  std::vector<torch::Tensor> pieces;
+  std::vector<torch::Tensor> pieces;  // rank r's rows of dK and dV: [2, B, Hkv, L, D]
   for (int64_t r = 0; r < tokens.size(0); ++r) {
-    const torch::Tensor& t = tokens[r];  // [B, L]
-    pieces.push_back(dkv.gather(3, t.view({1, t.size(0), 1, t.size(1), 1})
-                                       .expand({2, dkv.size(1), dkv.size(2), t.size(1), dkv.size(4)})));
+    const torch::Tensor index = Expand(tokens[r], dk);
+    pieces.push_back(torch::stack({dk.gather(2, index), dv.gather(2, index)}));
   }
   const torch::Tensor all = torch::stack(pieces);
   torch::Tensor mine = torch::empty(all.sizes().slice(1), all.options());
