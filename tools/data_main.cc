@@ -56,10 +56,20 @@ std::vector<TokenRow> SequenceRows(const Config& config, const Dataset& data, in
   std::vector<TokenRow> rows(s);
   for (int64_t i = 0; i < s; ++i) rows[i] = {id[i], label[i], pos[i], word[i], ""};
   for (size_t e = 0; e < b.modalities.size(); ++e) {
-    const torch::Tensor& p = b.modalities[e].positions;
-    const int64_t per = p.numel() / std::max<int64_t>(1, b.modalities[e].inputs.size(0));
-    for (int64_t k = 0; k < p.numel(); ++k) {
-      rows[p[k].item<int64_t>()].media = config.model.encoders[e].name + " #" + std::to_string(k / per);
+    const ModalityInput& m = b.modalities[e];
+    // Which instance each placeholder belongs to: a fixed count each, or each image's own grid.
+    std::vector<int64_t> instance_of;
+    if (m.grid.defined()) {
+      for (int64_t i = 0; i < m.grid.size(0); ++i) {
+        instance_of.insert(instance_of.end(), m.grid[i][0].item<int64_t>() * m.grid[i][1].item<int64_t>(), i);
+      }
+    } else {
+      const int64_t per = m.positions.numel() / std::max<int64_t>(1, m.inputs.size(0));
+      for (int64_t k = 0; k < m.positions.numel(); ++k) instance_of.push_back(k / per);
+    }
+    for (int64_t k = 0; k < m.positions.numel(); ++k) {
+      rows[m.positions[k].item<int64_t>()].media =
+          config.model.encoders[e].name + " #" + std::to_string(instance_of[k]);
     }
   }
   return rows;

@@ -11,9 +11,30 @@ Batch Batch::To(const c10::Device& device) const {
   out.labels = move(labels);
   out.positions = move(positions);
   out.mask_words = move(mask_words);
-  for (const ModalityInput& m : modalities) out.modalities.push_back({move(m.inputs), move(m.positions), move(m.rows)});
+  for (const ModalityInput& m : modalities) {
+    out.modalities.push_back(
+        {move(m.inputs), move(m.positions), move(m.rows), move(m.grid), move(m.patches), move(m.words)});
+  }
   out.cp = cp;
   return out;
+}
+
+ModalityInput PackPatches(const std::vector<torch::Tensor>& images, const std::vector<PatchGrid>& grids,
+                          int64_t width) {
+  const PackedImages packed = PackImages(grids);
+  ModalityInput m;
+  torch::Tensor flat = torch::zeros({packed.rows * packed.length, width}, torch::kFloat);
+  std::vector<int64_t> grid, patches;
+  for (size_t i = 0; i < grids.size(); ++i) {
+    flat.narrow(0, packed.start[i], grids[i].patches()).copy_(images[i]);
+    grid.insert(grid.end(), {grids[i].rows, grids[i].cols});
+    for (int64_t k = 0; k < grids[i].patches(); ++k) patches.push_back(packed.start[i] + k);
+  }
+  m.inputs = flat.view({packed.rows, packed.length, width});
+  m.grid = torch::tensor(grid, torch::kLong).view({-1, 2});
+  m.patches = torch::tensor(patches, torch::kLong);
+  m.words = torch::tensor(packed.words, torch::kLong).view({packed.rows, packed.length});
+  return m;
 }
 
 Batch ShardBatch(const Batch& full, const CpLayout& layout, int rank) {
@@ -29,8 +50,7 @@ Batch ShardBatch(const Batch& full, const CpLayout& layout, int rank) {
   torch::Tensor to_local = torch::full({b * s}, -1, torch::kLong);
   to_local.index_put_({mine.reshape({-1})}, torch::arange(b * held));
   for (const ModalityInput& m : full.modalities) {
-    ModalityInput part;
-    part.inputs = m.inputs;
+    ModalityInput part = m;
     const torch::Tensor where = to_local.index_select(0, m.positions);
     part.rows = where.ge(0).nonzero().reshape({-1});
     part.positions = where.index_select(0, part.rows);

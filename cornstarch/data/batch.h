@@ -7,15 +7,24 @@
 #include <vector>
 
 #include "cornstarch/data/cp_layout.h"
+#include "cornstarch/plan/image_grid.h"
 
 namespace cornstarch {
 
 struct ModalityInput {
-  torch::Tensor inputs;     // vision: [n, C, H, W] float; audio: [n, mel_bins, frames] float
-  torch::Tensor positions;  // [n * EncoderTokens] int64: flat indices into the [B * S] LLM sequence, instance-major
+  // vision: [n, C, H, W] float; audio: [n, mel_bins, frames] float. Vision under dynamic_resolution: the images'
+  // patches packed into R rows of T, [R, T, C * P * P] (plan/image_grid.h), described by the three below.
+  torch::Tensor inputs;
+  // Flat indices into the [B * S] LLM sequence, instance-major: [n * EncoderTokens] int64, or under
+  // dynamic_resolution one per patch of every image.
+  torch::Tensor positions;
   // Sequence sharded over a cp group: the feature rows whose placeholders this rank holds (positions then index
   // this rank's [B * S/cp] tokens). Undefined: every row.
   torch::Tensor rows;
+  // dynamic_resolution only (else undefined): each image's patch grid [n, 2] int64 (rows, columns); where its
+  // patches lie in the flat [R * T] rows, image-major, patches row by row [sum of patches] int64; and the tower's
+  // attention words [R, T] int64 (each image its own group, padding 0).
+  torch::Tensor grid, patches, words;
 };
 
 struct Batch {
@@ -34,6 +43,11 @@ struct Batch {
   int64_t batch_size() const { return input_ids.size(0); }
   int64_t seq_len() const { return input_ids.size(1); }
 };
+
+// A dynamic-resolution encoder's input from its images' patches ([patches, width] each, `grids` alike), packed as
+// PackImages lays them out; `positions` left for the caller.
+ModalityInput PackPatches(const std::vector<torch::Tensor>& images, const std::vector<PatchGrid>& grids,
+                          int64_t width);
 
 // This cp rank's share of a whole-sequence batch under `layout`. Encoder inputs stay whole (every cp rank runs
 // the encoders); only the placeholders it holds take features.

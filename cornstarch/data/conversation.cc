@@ -90,7 +90,8 @@ std::vector<ConversationSample> ParseConversations(const std::string& text, cons
 }
 
 TokenizedSample TokenizeConversation(const ConversationSample& sample, const Tokenizer& tokenizer,
-                                     const std::vector<MediaSlot>& slots, const ChatFormat& format) {
+                                     const std::vector<MediaSlot>& slots, const ChatFormat& format,
+                                     const std::vector<int64_t>& image_tokens) {
   std::vector<Turn> turns = sample.turns;
   // Placeholders per slot, checked against the media; media without any placeholder go first.
   for (size_t k = 0; k < slots.size(); ++k) {
@@ -189,10 +190,12 @@ TokenizedSample TokenizeConversation(const ConversationSample& sample, const Tok
       flush();
       const MediaSlot& slot = slots[slot_of];
       const std::vector<std::string>& paths = slot.vision ? sample.images : sample.audios;
-      out.media.push_back({slot_of, paths[next_media[slot_of]++], out.length()});
-      out.spans.push_back({slot_of, slot.tokens});
-      out.ids.insert(out.ids.end(), slot.tokens, slot.placeholder_id);
-      out.labels.insert(out.labels.end(), slot.tokens, -100);
+      const size_t index = next_media[slot_of]++;
+      const int64_t tokens = slot.vision && !image_tokens.empty() ? image_tokens.at(index) : slot.tokens;
+      out.media.push_back({slot_of, paths[index], out.length()});
+      out.spans.push_back({slot_of, tokens});
+      out.ids.insert(out.ids.end(), tokens, slot.placeholder_id);
+      out.labels.insert(out.labels.end(), tokens, -100);
       rest = rest.substr(at + slot.placeholder.size());
     }
     if (!part.media_only && !rest.empty()) run.emplace_back(rest, part.loss);

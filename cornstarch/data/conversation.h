@@ -62,7 +62,10 @@ struct ChatFormat {
 // Throws Error for a sample whose placeholders do not match its media (a bad sample the caller may skip), an
 // unknown role, or a placeholder in an assistant turn. A sample whose media have no placeholder at all gets them
 // (one per line) in front of its first human turn, as LLaVA does.
+// `image_tokens`, when given, holds the tokens of each of sample.images (images at their own resolution): an
+// image's placeholder expands to its count instead of its slot's.
 TokenizedSample TokenizeConversation(const ConversationSample& sample, const Tokenizer& tokenizer,
-                                     const std::vector<MediaSlot>& slots, const ChatFormat& format = {});
+                                     const std::vector<MediaSlot>& slots, const ChatFormat& format = {},
+                                     const std::vector<int64_t>& image_tokens = {});
 
 }  // namespace cornstarch

@@ -34,7 +34,8 @@ std::vector<uint8_t> ReadBytes(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
-Image DecodePng(const std::string& path, const std::vector<uint8_t>& bytes) {
+// `header_only`: the dimensions, no pixels.
+Image DecodePng(const std::string& path, const std::vector<uint8_t>& bytes, bool header_only) {
   png_image png;
   std::memset(&png, 0, sizeof png);
   png.version = PNG_IMAGE_VERSION;
@@ -51,6 +52,10 @@ Image DecodePng(const std::string& path, const std::vector<uint8_t>& bytes) {
   Image image;
   image.width = static_cast<int>(png.width);
   image.height = static_cast<int>(png.height);
+  if (header_only) {
+    png_image_free(&png);
+    return image;
+  }
   image.rgb.resize(PNG_IMAGE_SIZE(png));
   if (!png_image_finish_read(&png, nullptr, image.rgb.data(), 0, nullptr)) {
     const std::string message = png.message;
@@ -73,7 +78,7 @@ void OnJpegError(j_common_ptr info) {
   std::longjmp(err->jump, 1);
 }
 
-Image DecodeJpeg(const std::string& path, const std::vector<uint8_t>& bytes) {
+Image DecodeJpeg(const std::string& path, const std::vector<uint8_t>& bytes, bool header_only) {
   jpeg_decompress_struct info;
   JpegError err;
   info.err = jpeg_std_error(&err.mgr);
@@ -91,6 +96,12 @@ Image DecodeJpeg(const std::string& path, const std::vector<uint8_t>& bytes) {
     const uint64_t width = info.image_width, height = info.image_height;
     jpeg_destroy_decompress(&info);
     CheckDimensions(path, width, height);
+  }
+  if (header_only) {
+    image.width = static_cast<int>(info.image_width);
+    image.height = static_cast<int>(info.image_height);
+    jpeg_destroy_decompress(&info);
+    return image;
   }
   info.out_color_space = JCS_RGB;  // libjpeg converts greyscale and YCbCr; CMYK fails with a message
   jpeg_start_decompress(&info);
@@ -173,12 +184,22 @@ Image ResamplePass(const Image& in, int out_size, bool horizontal) {
 
 Image DecodeImage(const std::string& path) { return DecodeImage(ReadBytes(path), path); }
 
-Image DecodeImage(const std::vector<uint8_t>& bytes, const std::string& path) {
+namespace {
+
+Image Decode(const std::vector<uint8_t>& bytes, const std::string& path, bool header_only) {
   static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (bytes.size() >= 8 && std::equal(kPng, kPng + 8, bytes.begin())) return DecodePng(path, bytes);
-  if (bytes.size() >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff) return DecodeJpeg(path, bytes);
+  if (bytes.size() >= 8 && std::equal(kPng, kPng + 8, bytes.begin())) return DecodePng(path, bytes, header_only);
+  if (bytes.size() >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff) {
+    return DecodeJpeg(path, bytes, header_only);
+  }
   throw Error(path + ": not a PNG or JPEG file (" + std::to_string(bytes.size()) + " bytes, unknown signature)");
 }
+
+}  // namespace
+
+Image DecodeImage(const std::vector<uint8_t>& bytes, const std::string& path) { return Decode(bytes, path, false); }
+
+Image ReadImageSize(const std::vector<uint8_t>& bytes, const std::string& path) { return Decode(bytes, path, true); }
 
 void WritePng(const std::string& path, const Image& image) {
   png_image png;
@@ -239,31 +260,38 @@ Image ResizeBicubic(const Image& image, int width, int height) {
   return height == image.height ? out : ResamplePass(out, height, false);
 }
 
-std::vector<float> PreprocessImage(const Image& image, const ImagePreprocess& p) {
-  const int size = static_cast<int>(p.size);
-  Image resized;
-  int top = 0, left = 0;
-  if (p.resize_short_side_and_crop) {
-    // The short side becomes `size`, the long one keeps the aspect ratio (truncated, as Hugging Face does).
-    const bool wide = image.width >= image.height;
-    const int short_side = wide ? image.height : image.width, long_side = wide ? image.width : image.height;
-    const int scaled = std::max(size, static_cast<int>(static_cast<int64_t>(size) * long_side / short_side));
-    resized = ResizeBicubic(image, wide ? scaled : size, wide ? size : scaled);
-    top = (resized.height - size) / 2;
-    left = (resized.width - size) / 2;
-  } else {
-    resized = ResizeBicubic(image, size, size);
-  }
-  std::vector<float> out(static_cast<size_t>(3) * size * size);
+namespace {
+
+// The [3, height, width] window at (top, left) of `resized`, rescaled by 1/255 and normalised per channel.
+std::vector<float> Normalise(const Image& resized, const ImagePreprocess& p, int top, int left, int width,
+                             int height) {
+  std::vector<float> out(static_cast<size_t>(3) * width * height);
   for (int c = 0; c < 3; ++c) {
-    for (int y = 0; y < size; ++y) {
-      for (int x = 0; x < size; ++x) {
+    for (int y = 0; y < height; ++y) {
+      for (int x = 0; x < width; ++x) {
         const double v = resized.rgb[(static_cast<size_t>(y + top) * resized.width + x + left) * 3 + c] / 255.0;
-        out[(static_cast<size_t>(c) * size + y) * size + x] = static_cast<float>((v - p.mean[c]) / p.std[c]);
+        out[(static_cast<size_t>(c) * height + y) * width + x] = static_cast<float>((v - p.mean[c]) / p.std[c]);
       }
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<float> PreprocessImage(const Image& image, const ImagePreprocess& p) {
+  const int size = static_cast<int>(p.size);
+  if (!p.resize_short_side_and_crop) return PreprocessImageAt(image, p, size, size);
+  // The short side becomes `size`, the long one keeps the aspect ratio (truncated, as Hugging Face does).
+  const bool wide = image.width >= image.height;
+  const int short_side = wide ? image.height : image.width, long_side = wide ? image.width : image.height;
+  const int scaled = std::max(size, static_cast<int>(static_cast<int64_t>(size) * long_side / short_side));
+  const Image resized = ResizeBicubic(image, wide ? scaled : size, wide ? size : scaled);
+  return Normalise(resized, p, (resized.height - size) / 2, (resized.width - size) / 2, size, size);
+}
+
+std::vector<float> PreprocessImageAt(const Image& image, const ImagePreprocess& p, int width, int height) {
+  return Normalise(ResizeBicubic(image, width, height), p, 0, 0, width, height);
 }
 
 }  // namespace cornstarch

@@ -23,6 +23,10 @@ Image DecodeImage(const std::string& path);
 // The same over the file's bytes; `path` names it in errors.
 Image DecodeImage(const std::vector<uint8_t>& bytes, const std::string& path);
 
+// The width and height of a PNG or JPEG from its header alone (`rgb` left empty): what dynamic resolution needs to
+// lay out a sample's placeholders before its pixels are decoded. The same errors as DecodeImage for a bad header.
+Image ReadImageSize(const std::vector<uint8_t>& bytes, const std::string& path);
+
 // Writes `image` as PNG or as baseline JPEG (quality 1..100). Used for generated datasets and test fixtures.
 void WritePng(const std::string& path, const Image& image);
 void WriteJpeg(const std::string& path, const Image& image, int quality = 95);
@@ -45,5 +49,9 @@ Image ResizeBicubic(const Image& image, int width, int height);
 
 // [3, size, size] floats, channel-major.
 std::vector<float> PreprocessImage(const Image& image, const ImagePreprocess& p);
+
+// [3, height, width] floats: resized straight to width x height (no crop, whatever p says), then as above. For
+// images at their own resolution (the size a plan/image_grid.h grid gives).
+std::vector<float> PreprocessImageAt(const Image& image, const ImagePreprocess& p, int width, int height);
 
 }  // namespace cornstarch

@@ -9,6 +9,7 @@
 #include "cornstarch/data/audio.h"
 #include "cornstarch/data/audio_file.h"
 #include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/plan/image_grid.h"
 #include "cornstarch/plan/model_spec.h"
 #include "cornstarch/plan/packing.h"
 
@@ -53,6 +54,7 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed, DataRank dp)
     slot.placeholder_id = tokenizer_->PlaceholderId(slot.placeholder);
     slot.tokens = EncoderTokens(e);
     slots_.push_back(slot);
+    if (slot.vision && e.dynamic_resolution && dynamic_ < 0) dynamic_ = static_cast<int>(slots_.size()) - 1;
     if (slot.vision) {
       image_ = PresetPreprocess(data_.image_preset, e.image_size);
       if (!data_.image_mean.empty()) std::copy_n(data_.image_mean.begin(), 3, image_.mean.begin());
@@ -110,7 +112,17 @@ LlavaDataset::Packed LlavaDataset::Prepare(const DatasetFile& file, int64_t inde
   Packed p;
   p.where = f.where;
   try {
-    p.tokens = TokenizeConversation(f.conversation, *tokenizer_, slots_, {data_.chat_template, data_.system_prompt});
+    // At their own resolution, an image's placeholders depend on its size: read from its header here, so packing
+    // knows every sample's length before any pixel is decoded.
+    std::vector<int64_t> image_tokens;
+    if (dynamic_ >= 0) {
+      for (const MediaSource& m : f.images) {
+        const Image size = ReadImageSize(ReadMedia(m), m.name);
+        image_tokens.push_back(DynamicGrid(size.width, size.height, encoders_[dynamic_]).patches());
+      }
+    }
+    p.tokens = TokenizeConversation(f.conversation, *tokenizer_, slots_, {data_.chat_template, data_.system_prompt},
+                                    image_tokens);
   } catch (const Error& e) {
     throw Error(f.where + ": " + e.what());
   }
@@ -246,13 +258,27 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
   auto* word = words.data_ptr<int64_t>();
   std::vector<std::vector<torch::Tensor>> inputs(num_enc);
   std::vector<std::vector<int64_t>> feature_positions(num_enc);
+  std::vector<PatchGrid> grids;  // of the dynamic-resolution encoder's images
 
-  const auto load = [&](const MediaRef& m, const MediaSource& source) {
+  // `grid`: set to an image's patch grid at its own resolution.
+  const auto load = [&](const MediaRef& m, const MediaSource& source, PatchGrid& grid) {
     const EncoderConfig& e = encoders_[m.encoder];
     const std::vector<uint8_t> bytes = ReadMedia(source);
     if (KindOf(e.type).modality == InputModality::kImage) {
-      std::vector<float> pixels = PreprocessImage(DecodeImage(bytes, source.name), image_);
-      return torch::from_blob(pixels.data(), {3, image_.size, image_.size}, torch::kFloat).clone();
+      const Image image = DecodeImage(bytes, source.name);
+      if (!e.dynamic_resolution) {
+        std::vector<float> pixels = PreprocessImage(image, image_);
+        return torch::from_blob(pixels.data(), {3, image_.size, image_.size}, torch::kFloat).clone();
+      }
+      // [3, rows * P, cols * P] -> one row per patch, each (channel, pixel row, pixel column) as the patch
+      // convolution's weight is laid out.
+      const PatchGrid g = grid = DynamicGrid(image.width, image.height, e);
+      const int64_t p = e.patch_size;
+      std::vector<float> pixels =
+          PreprocessImageAt(image, image_, static_cast<int>(g.cols * p), static_cast<int>(g.rows * p));
+      return torch::from_blob(pixels.data(), {3, g.rows, p, g.cols, p}, torch::kFloat)
+          .permute({1, 3, 0, 2, 4})
+          .reshape({g.patches(), 3 * p * p});
     }
     const Audio audio = DecodeAudio(bytes, source.name);
     return WhisperLogMel(Resample(audio.samples, audio.sample_rate, kWhisperSampleRate),
@@ -265,8 +291,9 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
     for (const Packed& p : Sequence(first + b)) {
       const TokenizedSample& t = p.tokens;
       std::vector<torch::Tensor> media;
+      std::vector<PatchGrid> media_grids(t.media.size());
       try {
-        for (size_t j = 0; j < t.media.size(); ++j) media.push_back(load(t.media[j], p.media[j]));
+        for (size_t j = 0; j < t.media.size(); ++j) media.push_back(load(t.media[j], p.media[j], media_grids[j]));
       } catch (const Error& e) {
         const std::string what = p.where + ": " + e.what();
         if (data_.on_bad_sample == BadSamplePolicy::kError) throw Error(what);
@@ -279,7 +306,12 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
       for (size_t j = 0; j < t.media.size(); ++j) {
         const MediaRef& m = t.media[j];
         inputs[m.encoder].push_back(media[j]);
-        for (int64_t k = 0; k < EncoderTokens(encoders_[m.encoder]); ++k) {
+        int64_t tokens = EncoderTokens(encoders_[m.encoder]);
+        if (m.encoder == dynamic_) {
+          grids.push_back(media_grids[j]);
+          tokens = grids.back().patches();
+        }
+        for (int64_t k = 0; k < tokens; ++k) {
           feature_positions[m.encoder].push_back(b * s + offset + m.position + k);
         }
       }
@@ -301,10 +333,16 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
   batch.mask_words = words;
   for (int k = 0; k < num_enc; ++k) {
     const EncoderConfig& e = encoders_[k];
+    const torch::Tensor positions = torch::tensor(feature_positions[k], torch::kLong);
+    if (k == dynamic_) {
+      batch.modalities.push_back(PackPatches(inputs[k], grids, e.num_channels * e.patch_size * e.patch_size));
+      batch.modalities.back().positions = positions;
+      continue;
+    }
     std::vector<int64_t> shape = KindOf(e.type).input_shape(e);
     shape.insert(shape.begin(), 0);
     torch::Tensor x = inputs[k].empty() ? torch::zeros(shape, torch::kFloat) : torch::stack(inputs[k]);
-    batch.modalities.push_back({x, torch::tensor(feature_positions[k], torch::kLong)});
+    batch.modalities.push_back({x, positions});
   }
   return batch;
 }

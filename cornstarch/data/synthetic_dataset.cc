@@ -100,7 +100,18 @@ Batch SyntheticDataset::Get(int64_t first, int64_t count) const {
   batch.input_ids = ids;
   batch.labels = labels;
   batch.mask_words = words;
-  for (int64_t k = 0; k < num_enc; ++k) batch.modalities.push_back({inputs[k], positions[k]});
+  for (int64_t k = 0; k < num_enc; ++k) {
+    const EncoderConfig& e = model_.encoders[k];
+    if (!e.dynamic_resolution) {
+      batch.modalities.push_back({inputs[k], positions[k]});
+      continue;
+    }
+    // Every image an image_size square, packed as real images are.
+    const PatchGrid square = DynamicGrid(e.image_size, e.image_size, e);
+    batch.modalities.push_back(PackPatches(inputs[k].unbind(0), std::vector<PatchGrid>(count, square),
+                                           inputs[k].size(2)));
+    batch.modalities.back().positions = positions[k];
+  }
   return batch;
 }
 

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 
 #include "cornstarch/dist/communicator.h"
 #include "cornstarch/model/lm_loss.h"
@@ -28,7 +29,7 @@ torch::Tensor Sinusoids(int64_t tokens, int64_t width) {
 
 }  // namespace
 
-EncoderEmbed::EncoderEmbed(const EncoderConfig& cfg) {
+EncoderEmbed::EncoderEmbed(const EncoderConfig& cfg, int chain) : chain_(chain), dynamic_(cfg.dynamic_resolution) {
   const EmbeddingRecipe r = KindOf(cfg.type).embedding(cfg);
   const int64_t d = cfg.hidden_size;
   for (const EmbeddingRecipe::Conv& c : r.convs) {
@@ -46,10 +47,12 @@ EncoderEmbed::EncoderEmbed(const EncoderConfig& cfg) {
     }
     gelu_.push_back(c.gelu);
   }
+  if (dynamic_) table_side_ = cfg.image_size / cfg.patch_size;
   if (r.positions == EmbeddingRecipe::Positions::kSinusoidal) {
     position_ = register_buffer("position", Sinusoids(EncoderSequence(cfg), d));
-  } else {
-    position_ = register_parameter("position", torch::zeros({EncoderSequence(cfg), d}));
+  } else if (r.positions == EmbeddingRecipe::Positions::kLearned) {
+    const int64_t rows = dynamic_ ? table_side_ * table_side_ : EncoderSequence(cfg);
+    position_ = register_parameter("position", torch::zeros({rows, d}));
   }
   if (r.class_token) class_token_ = register_parameter("class_token", torch::zeros({d}));
   if (r.pre_norm) {
@@ -57,7 +60,39 @@ EncoderEmbed::EncoderEmbed(const EncoderConfig& cfg) {
   }
 }
 
-torch::Tensor EncoderEmbed::Forward(const torch::Tensor& x, ForwardContext&) {
+torch::Tensor EncoderEmbed::DynamicPositions(const ModalityInput& m, int64_t rows, int64_t length) const {
+  const int64_t d = position_.size(1);
+  const torch::Tensor square = position_.view({1, table_side_, table_side_, d}).permute({0, 3, 1, 2});
+  const torch::Tensor grid = m.grid.cpu();
+  std::map<std::pair<int64_t, int64_t>, torch::Tensor> resized;  // images of one size share their table
+  std::vector<torch::Tensor> per_image;
+  for (int64_t i = 0; i < grid.size(0); ++i) {
+    const std::pair<int64_t, int64_t> g{grid[i][0].item<int64_t>(), grid[i][1].item<int64_t>()};
+    torch::Tensor& t = resized[g];
+    if (!t.defined()) {
+      t = F::interpolate(square, F::InterpolateFuncOptions()
+                                     .size(std::vector<int64_t>{g.first, g.second})
+                                     .mode(torch::kBicubic)
+                                     .align_corners(false))
+              .permute({0, 2, 3, 1})
+              .reshape({g.first * g.second, d});
+    }
+    per_image.push_back(t);
+  }
+  return torch::zeros({rows * length, d}, position_.options())
+      .index_copy(0, m.patches, torch::cat(per_image))
+      .view({rows, length, d});
+}
+
+torch::Tensor EncoderEmbed::Forward(const torch::Tensor& x, ForwardContext& ctx) {
+  if (dynamic_) {
+    const ModalityInput& m = ctx.batch->modalities.at(chain_);
+    const torch::Tensor& w = convs_[0].get<torch::nn::Conv2d>()->weight;
+    const torch::Tensor& b = convs_[0].get<torch::nn::Conv2d>()->bias;
+    torch::Tensor h = F::linear(x, w.reshape({w.size(0), -1}), b);
+    if (position_.defined()) h = h + DynamicPositions(m, x.size(0), x.size(1));
+    return pre_norm_ ? pre_norm_(h) : h;
+  }
   torch::Tensor h = x;
   for (size_t i = 0; i < convs_.size(); ++i) {
     h = convs_[i].forward(h);
@@ -144,6 +179,7 @@ torch::Tensor TokenEmbed::Forward(const torch::Tensor&, ForwardContext& ctx) {
     torch::Tensor positions = batch.modalities[k].positions;
     if (positions.numel() == 0) continue;
     torch::Tensor features = ctx.features[k].reshape({-1, d}).to(flat.scalar_type());
+    if (batch.modalities[k].patches.defined()) features = features.index_select(0, batch.modalities[k].patches);
     if (batch.modalities[k].rows.defined()) features = features.index_select(0, batch.modalities[k].rows);
     CS_CHECK(features.size(0) == positions.numel(), "encoder ", k, " produced ", features.size(0),
              " tokens for ", positions.numel(), " placeholders");

@@ -20,12 +20,21 @@ namespace cornstarch {
 // result as a sequence of tokens, the class token in front, positions, the LayerNorm. SigLIP/CLIP patch embeddings
 // and Whisper's convolution stem are both this layer.
 // x: [n, <input_shape>] -> [n, EncoderSequence, hidden].
+// Under dynamic_resolution (encoder `chain` of the batch): x holds packed patch rows [R, T, C * P * P], the patch
+// convolution is applied as the product with its weight, and each image gets the position table resized to its
+// grid (or none under rope_2d): [R, T, hidden].
 class EncoderEmbed : public Layer {
  public:
-  explicit EncoderEmbed(const EncoderConfig& cfg);
+  EncoderEmbed(const EncoderConfig& cfg, int chain);
   torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
 
  private:
+  // The position table [G * G, hidden] resized to each image of the batch's grids, placed at its patches.
+  torch::Tensor DynamicPositions(const ModalityInput& m, int64_t rows, int64_t length) const;
+
+  int chain_;
+  bool dynamic_;
+  int64_t table_side_ = 0;  // dynamic: the position table's grid side (image_size / patch_size)
   std::vector<torch::nn::AnyModule> convs_;
   std::vector<bool> gelu_;                   // after convs_[i]
   torch::Tensor position_;                   // a parameter or, for fixed positions, a buffer

@@ -21,6 +21,8 @@ struct ForwardContext {
   const Batch* batch = nullptr;
   torch::Tensor rope_cos, rope_sin;    // [B, S, head_dim]: RoPE tables of batch->positions
   std::vector<torch::Tensor> features;  // projected features per encoder, [n, tokens, llm_hidden]
+  // Per encoder: its blocks' 2-D RoPE tables [R, T, head_dim] (dynamic_positions 'rope_2d'); undefined: none.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> encoder_rope;
   Communicator* cp_group = nullptr;      // the cp group, when batch->cp.cp > 1
   Communicator* tp_group = nullptr;      // the tp group (model/tensor_parallel.h); null or of size 1: none
 };

@@ -13,6 +13,9 @@ namespace cornstarch {
 
 namespace {
 
+// Qwen2-VL's vision rotary base.
+constexpr double kVisionRopeTheta = 10000.0;
+
 std::shared_ptr<Layer> MakeLayer(const ModelConfig& config, const ModelSpec& spec, int index) {
   const LayerSpec& ls = spec.layers[index];
   const ChainSpec& chain = spec.chains[ls.chain];
@@ -24,12 +27,10 @@ std::shared_ptr<Layer> MakeLayer(const ModelConfig& config, const ModelSpec& spe
     return std::make_shared<DecoderBlock>(config.llm);
   }
   const EncoderConfig& enc = config.encoders[ls.chain];
-  if (pos == 0) {
-    return std::make_shared<EncoderEmbed>(enc);
-  }
+  if (pos == 0) return std::make_shared<EncoderEmbed>(enc, ls.chain);
   if (pos == last) return std::make_shared<Projector>(enc, config.llm.hidden_size);
   if (pos == last - 1) return std::make_shared<EncoderOutput>(enc);
-  return std::make_shared<EncoderBlock>(enc);
+  return std::make_shared<EncoderBlock>(enc, ls.chain);
 }
 
 std::vector<int> AllLayers(const ModelConfig& config) {
@@ -79,6 +80,15 @@ ForwardContext MultimodalModel::MakeContext(const Batch& batch) const {
   ctx.batch = &batch;
   std::tie(ctx.rope_cos, ctx.rope_sin) =
       RopeTables(batch.positions, config_.llm.hidden_size / config_.llm.num_heads, config_.llm.rope_theta);
+  ctx.encoder_rope.resize(config_.encoders.size());
+  for (size_t k = 0; k < config_.encoders.size() && k < batch.modalities.size(); ++k) {
+    const EncoderConfig& e = config_.encoders[k];
+    const ModalityInput& m = batch.modalities[k];
+    if (e.dynamic_resolution && e.dynamic_positions == VisionPositions::kRope2d) {
+      ctx.encoder_rope[k] = Rope2dTables(m.grid, m.patches, m.inputs.size(0), m.inputs.size(1),
+                                         e.hidden_size / e.num_heads, kVisionRopeTheta);
+    }
+  }
   return ctx;
 }
 
@@ -128,6 +138,10 @@ std::vector<int64_t> MultimodalModel::OutputSizes(int index, const Batch& batch)
   // embed, blocks: the tower's sequence; norm: the tokens it hands the projector; projector: at LLM width.
   const EncoderConfig& enc = config_.encoders[layer.chain];
   const int norm = chain.end - 2;
+  if (enc.dynamic_resolution) {  // packed rows of patches throughout
+    const torch::Tensor& x = batch.modalities[layer.chain].inputs;
+    return {n, x.size(1), index < chain.end - 1 ? enc.hidden_size : llm_hidden};
+  }
   if (index < norm) return {n, EncoderSequence(enc), enc.hidden_size};
   return {n, EncoderTokens(enc), index == norm ? enc.hidden_size : llm_hidden};
 }

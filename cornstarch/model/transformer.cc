@@ -36,6 +36,31 @@ std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& position
   return {emb.cos(), emb.sin()};
 }
 
+std::pair<torch::Tensor, torch::Tensor> Rope2dTables(const torch::Tensor& grid, const torch::Tensor& patches,
+                                                     int64_t rows, int64_t length, int64_t head_dim, double theta) {
+  const torch::Tensor g = grid.cpu();
+  std::vector<torch::Tensor> row, col;
+  for (int64_t i = 0; i < g.size(0); ++i) {
+    const int64_t r = g[i][0].item<int64_t>(), c = g[i][1].item<int64_t>();
+    row.push_back(torch::arange(r, torch::kLong).repeat_interleave(c));
+    col.push_back(torch::arange(c, torch::kLong).repeat({r}));
+  }
+  const auto place = [&](const std::vector<torch::Tensor>& at) {
+    torch::Tensor flat = torch::zeros({rows * length}, torch::kLong);
+    if (!at.empty()) flat.index_copy_(0, patches.cpu(), torch::cat(at));
+    return flat.view({rows, length});
+  };
+  // Each axis takes head_dim / 4 frequencies; "rotate half" pairs channel i with i + head_dim / 2.
+  const auto [row_cos, row_sin] = RopeTables(place(row), head_dim / 2, theta);
+  const auto [col_cos, col_sin] = RopeTables(place(col), head_dim / 2, theta);
+  const int64_t q = head_dim / 4;
+  const auto join = [&](const torch::Tensor& a, const torch::Tensor& b) {
+    const torch::Tensor half = torch::cat({a.slice(-1, 0, q), b.slice(-1, 0, q)}, -1);
+    return torch::cat({half, half}, -1).to(patches.device());
+  };
+  return {join(row_cos, col_cos), join(row_sin, col_sin)};
+}
+
 namespace {
 
 // x [B, H, S, D]; cos/sin [B, S, D].
@@ -47,8 +72,13 @@ torch::Tensor ApplyRope(const torch::Tensor& x, const torch::Tensor& cos, const 
 
 }  // namespace
 
-EncoderBlock::EncoderBlock(const EncoderConfig& cfg)
-    : heads_(cfg.num_heads), head_dim_(cfg.hidden_size / cfg.num_heads), shardable_(cfg.tp), act_(cfg.hidden_act) {
+EncoderBlock::EncoderBlock(const EncoderConfig& cfg, int chain)
+    : heads_(cfg.num_heads),
+      head_dim_(cfg.hidden_size / cfg.num_heads),
+      chain_(chain),
+      dynamic_(cfg.dynamic_resolution),
+      shardable_(cfg.tp),
+      act_(cfg.hidden_act) {
   const int64_t d = cfg.hidden_size;
   norm1_ = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(cfg.layer_norm_eps)));
   qkv_ = register_module("qkv", torch::nn::Linear(d, 3 * d));
@@ -77,7 +107,15 @@ torch::Tensor EncoderBlock::Forward(const torch::Tensor& x, ForwardContext& ctx)
   Communicator* tp = sharded_ ? ctx.tp_group : nullptr;  // a whole tower's blocks sum nothing over tp
   const int64_t n = x.size(0), t = x.size(1), inner = heads_ * head_dim_;
   const auto qkv = qkv_(TpCopy(norm1_(x), tp)).view({n, t, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4}).unbind(0);
-  const torch::Tensor attn = DenseAttention(qkv[0], qkv[1], qkv[2], torch::Tensor());
+  torch::Tensor attn;
+  if (dynamic_) {
+    const auto& [cos, sin] = ctx.encoder_rope.at(chain_);
+    const bool rope = cos.defined();
+    attn = BitfieldAttention(rope ? ApplyRope(qkv[0], cos, sin) : qkv[0], rope ? ApplyRope(qkv[1], cos, sin) : qkv[1],
+                             qkv[2], ctx.batch->modalities.at(chain_).words);
+  } else {
+    attn = DenseAttention(qkv[0], qkv[1], qkv[2], torch::Tensor());
+  }
   torch::Tensor h = x + TpRowLinear(attn.transpose(1, 2).reshape({n, t, inner}), out_->weight, out_->bias, tp);
   const torch::Tensor u = fc1_(TpCopy(norm2_(h), tp));
   const torch::Tensor a = act_ == Activation::kQuickGelu

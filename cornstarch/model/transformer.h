@@ -29,20 +29,30 @@ TORCH_MODULE(RMSNorm);
 // RoPE tables (HF "rotate half" convention) for positions [B, S]: cos and sin, each [B, S, head_dim].
 std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& positions, int64_t head_dim, double theta);
 
+// 2-D RoPE tables for the packed patch rows of a dynamic-resolution input (data/batch.h's grid and patches):
+// cos and sin [rows, length, head_dim], the patch row over the first half of the rotary frequencies and the column
+// over the second (Qwen2-VL's vision rotary embedding); padding takes position (0, 0).
+std::pair<torch::Tensor, torch::Tensor> Rope2dTables(const torch::Tensor& grid, const torch::Tensor& patches,
+                                                     int64_t rows, int64_t length, int64_t head_dim, double theta);
+
 // Pre-norm ViT/CLIP/Whisper-encoder block: x + MHA(LN(x)), then x + MLP(LN(x)) with the configured GELU (exact,
 // tanh-approximated or CLIP's quick_gelu); full attention within each instance (one image or one audio clip).
+// Under dynamic_resolution (encoder `chain` of the batch) the images are packed into rows and attention follows the
+// rows' bitfield words (one group per image), with the 2-D RoPE tables of the context under rope_2d.
 // Under tensor parallelism (model.encoders.<name>.tp) it is split as the decoder block is: the fused qkv by heads,
 // fc1 by the MLP width (column-parallel), out and fc2 by their inputs (row-parallel, biases added after the sum);
 // the hidden state between blocks stays whole on every tp rank.
 class EncoderBlock : public Layer {
  public:
-  explicit EncoderBlock(const EncoderConfig& cfg);
+  EncoderBlock(const EncoderConfig& cfg, int chain);
   torch::Tensor Forward(const torch::Tensor& x, ForwardContext& ctx) override;
   void ShardTp(const TpShard& shard) override;
   TpSplit SplitOf(const std::string& name) const override;
 
  private:
   int64_t heads_, head_dim_;  // this rank's heads
+  int chain_;
+  bool dynamic_;
   bool shardable_;            // model.encoders.<name>.tp
   bool sharded_ = false;
   Activation act_;  // model.encoders.<name>.hidden_act

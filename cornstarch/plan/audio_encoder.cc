@@ -12,6 +12,7 @@ void Validate(const EncoderConfig& e, const std::string& p) {
   RequireConfig(e.num_mel_bins >= 1, p + ".num_mel_bins", "must be at least 1", std::to_string(e.num_mel_bins));
   RequireConfig(e.num_frames >= 2 && e.num_frames % 2 == 0, p + ".num_frames",
                 "must be even and at least 2 (the second conv has stride 2)", std::to_string(e.num_frames));
+  RequireConfig(!e.dynamic_resolution, p + ".dynamic_resolution", "must be false for an audio encoder", "true");
 }
 
 EmbeddingRecipe Embedding(const EncoderConfig& e) {

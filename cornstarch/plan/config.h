@@ -14,6 +14,7 @@ namespace cornstarch {
 
 enum class EncoderType { kVision, kAudio };
 enum class VisionStyle { kSiglip, kClip };
+enum class VisionPositions { kInterpolate, kRope2d };
 enum class Activation { kGelu, kGeluTanh, kQuickGelu };
 enum class ProjectorType { kLinear, kMlp };
 enum class PlanMode { kFrozenAware, kUniform, kColocated, kFrozenUnaware };
@@ -42,6 +43,7 @@ struct Choices;
   }
 CS_CHOICES(EncoderType, "vision", "audio");
 CS_CHOICES(VisionStyle, "siglip", "clip");
+CS_CHOICES(VisionPositions, "interpolate", "rope_2d");
 CS_CHOICES(Activation, "gelu", "gelu_tanh", "quick_gelu");
 CS_CHOICES(ProjectorType, "linear", "mlp");
 CS_CHOICES(PlanMode, "frozen_aware", "uniform", "colocated", "frozen_unaware");
@@ -93,6 +95,9 @@ struct EncoderConfig {
   int64_t image_size = 32;
   int64_t patch_size = 8;
   int64_t num_channels = 3;
+  bool dynamic_resolution = false;
+  int64_t max_patches = 0;
+  VisionPositions dynamic_positions = VisionPositions::kInterpolate;
   int64_t num_mel_bins = 16;
   int64_t num_frames = 32;
   bool frozen = false;
@@ -128,6 +133,18 @@ struct EncoderConfig {
     f("image_size", image_size, "vision: square input resolution in pixels; a multiple of patch_size.");
     f("patch_size", patch_size, "vision: square patch side in pixels; one token per patch.");
     f("num_channels", num_channels, "vision: input channels.");
+    f("dynamic_resolution", dynamic_resolution,
+      "vision: take each image at its own size instead of resizing it to image_size: each side rounded to the "
+      "patch grid, scaled down keeping the aspect ratio when it has more than max_patches patches, so images "
+      "differ in token count (also in the LLM sequence). A microbatch's images run packed into one sequence with "
+      "attention isolated per image. vision_style 'siglip' only.");
+    f("max_patches", max_patches, "vision, dynamic_resolution: the most patches (tokens) one image takes; 0: "
+                                  "those of an image_size square.");
+    f("dynamic_positions", dynamic_positions,
+      "vision, dynamic_resolution: 'interpolate' (the learned table of an image_size square resized bicubically "
+      "to each image's patch grid, as Hugging Face's interpolate_pos_encoding; loads SigLIP weights) or 'rope_2d' "
+      "(no table: rotary positions in every block, the patch row over half the rotary frequencies and the column "
+      "over the other half, as Qwen2-VL's vision tower; head size a multiple of 4).");
     f("num_mel_bins", num_mel_bins, "audio: mel bins per input frame.");
     f("num_frames", num_frames, "audio: input frames; even, since the second conv has stride 2.");
     f("frozen", frozen, "Freeze the encoder: no gradients, no optimizer state, and no autograd graph when nothing "

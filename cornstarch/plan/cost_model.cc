@@ -17,7 +17,8 @@ double TransformerBlockFlops(double tokens, double d, double ff, double attn_inn
 }  // namespace
 
 std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
-                                         double llm_attention_pairs, double labelled_tokens) {
+                                         double llm_attention_pairs, double labelled_tokens,
+                                         const std::vector<InstanceLoad>& instances) {
   std::vector<double> flops(spec.layers.size(), 0.0);
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ChainSpec& chain = spec.chains[c];
@@ -37,17 +38,20 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
         }
       } else {
         const EncoderConfig& e = model.encoders[c];
-        const double t = static_cast<double>(EncoderTokens(e)), d = static_cast<double>(e.hidden_size);
+        const InstanceLoad load = c < static_cast<int>(instances.size()) ? instances[c] : InstanceLoad{};
+        const double nominal = static_cast<double>(EncoderTokens(e)), d = static_cast<double>(e.hidden_size);
+        const double t = load.tokens >= 0 ? load.tokens : nominal;
         if (pos == 0) {
-          f = KindOf(e.type).embedding_flops(e);
+          f = KindOf(e.type).embedding_flops(e) * t / nominal;  // per token: the patch product
         } else if (pos == last) {
           const double out = static_cast<double>(model.llm.hidden_size);
           f = 2 * t * d * out + (e.projector.type == ProjectorType::kMlp ? 2 * t * out * out : 0);
         } else if (pos == last - 1) {
           f = 5 * t * d;  // LayerNorm
         } else {
-          const double n = static_cast<double>(EncoderSequence(e));  // CLIP's class token too
-          f = TransformerBlockFlops(n, d, static_cast<double>(e.intermediate_size), d, d, n * n, 2);
+          const double n = load.tokens >= 0 ? t : static_cast<double>(EncoderSequence(e));  // CLIP's class token too
+          const double pairs = load.pairs >= 0 ? load.pairs : n * n;
+          f = TransformerBlockFlops(n, d, static_cast<double>(e.intermediate_size), d, d, pairs, 2);
         }
       }
       flops[i] = f;

@@ -21,8 +21,17 @@ struct LayerCost {
 // LLM attention counts `llm_attention_pairs` allowed (query, key) pairs per sample, by default the causal half of
 // the score matrix; the trainer passes the pairs its batches' bitfield masks actually allow. The LM head counts
 // `labelled_tokens` rows of logits per sample (training computes only those), by default all seq_len.
+// Encoder layers count one instance of `instances[k]` for encoder k where given (images at their own resolution:
+// the mean tokens and attention pairs of the images seen, exact for a sum since both enter linearly), else of
+// the config's fixed input.
+struct InstanceLoad {
+  double tokens = -1;      // through the tower and into the projector; < 0: the config's
+  double pairs = -1;       // (query, key) pairs of its attention; < 0: tokens squared
+  double per_sample = -1;  // instances per LLM sample, for a microbatch's cost (plan/planner.h); < 0: one
+};
 std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
-                                         double llm_attention_pairs = -1, double labelled_tokens = -1);
+                                         double llm_attention_pairs = -1, double labelled_tokens = -1,
+                                         const std::vector<InstanceLoad>& instances = {});
 
 // What one layer costs in memory, for placement: its parameters, and the activation bytes one microbatch keeps
 // between its forward and backward (0 without an autograd graph). fp32, as the trainer runs; activations are

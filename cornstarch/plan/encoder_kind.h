@@ -50,6 +50,7 @@ struct EmbeddingRecipe {
   enum class Positions {
     kLearned,     // "position": a parameter, one row per token of the tower
     kSinusoidal,  // "position": a fixed buffer, Whisper's sinusoids (sin over the first half of the channels)
+    kNone,        // none here: rotary positions in the blocks (dynamic_positions 'rope_2d')
   };
   std::vector<Conv> convs;
   bool class_token = false;  // "class_token"
@@ -60,7 +61,8 @@ struct EmbeddingRecipe {
 struct EncoderKind {
   EncoderType type;
   InputModality modality;
-  // One instance's input, without the batch dimension: [C, H, W] for images, [mel bins, frames] for audio.
+  // One instance's input, without the batch dimension: [C, H, W] for images ([patches, C * P * P] under
+  // dynamic_resolution), [mel bins, frames] for audio.
   std::vector<int64_t> (*input_shape)(const EncoderConfig&);
   // Tokens one instance hands the projector (and takes in the LLM sequence).
   int64_t (*tokens)(const EncoderConfig&);

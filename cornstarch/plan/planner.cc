@@ -205,9 +205,14 @@ int MicrobatchesPerStep(const Config& config) {
   return static_cast<int>(t.global_batch_size / (t.micro_batch_size * config.parallel.dp));
 }
 
-std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec) {
-  std::vector<double> forward = EstimateForwardFlops(config.model, spec, config.data.seq_len);
-  for (double& f : forward) f *= static_cast<double>(config.train.micro_batch_size);
+std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec,
+                                       const std::vector<InstanceLoad>& loads) {
+  std::vector<double> forward = EstimateForwardFlops(config.model, spec, config.data.seq_len, -1, -1, loads);
+  for (size_t l = 0; l < forward.size(); ++l) {
+    const int c = spec.layers[l].chain;
+    const double per_sample = c < static_cast<int>(loads.size()) && loads[c].per_sample >= 0 ? loads[c].per_sample : 1;
+    forward[l] *= static_cast<double>(config.train.micro_batch_size) * (c == spec.llm_chain() ? 1 : per_sample);
+  }
   return FrozenAwareCosts(spec, forward);
 }
 

@@ -55,8 +55,10 @@ std::vector<int> LayersOfRank(const PipelinePlan& plan, int rank);
 int MicrobatchesPerStep(const Config& config);
 
 // Frozen-aware costs of one microbatch (micro_batch_size sequences of data.seq_len) from the FLOP estimate:
-// deterministic, so every rank derives the same plan without talking to the others.
-std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec);
+// deterministic, so every rank derives the same plan without talking to the others. `loads`: what the data
+// holds per encoder (instances per sample, their mean tokens and pairs); empty: one config-sized instance each.
+std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec,
+                                       const std::vector<InstanceLoad>& loads = {});
 
 // Whether layer `layer` is split over the tp ranks: every LLM layer, and the blocks and projector of a tower with
 // model.encoders.<name>.tp.

@@ -11,18 +11,37 @@
 
 namespace cornstarch {
 
+std::vector<InstanceLoad> InstanceLoads(const Batch& batch) {
+  std::vector<InstanceLoad> loads(batch.modalities.size());
+  for (size_t k = 0; k < batch.modalities.size(); ++k) {
+    const ModalityInput& m = batch.modalities[k];
+    double instances = static_cast<double>(m.inputs.size(0));
+    if (m.grid.defined()) {  // the instances are the images, each with its own tokens and pairs
+      const torch::Tensor patches = m.grid.select(1, 0).mul(m.grid.select(1, 1)).to(torch::kDouble);
+      instances = static_cast<double>(patches.numel());
+      if (patches.numel() > 0) {
+        loads[k].tokens = patches.mean().item<double>();
+        loads[k].pairs = patches.square().mean().item<double>();
+      }
+    }
+    loads[k].per_sample = instances / static_cast<double>(batch.batch_size());
+  }
+  return loads;
+}
+
 double BatchFlops(const ModelConfig& config, const ModelSpec& spec, const Batch& batch) {
   const int64_t b = batch.batch_size(), s = batch.seq_len();
   const torch::Tensor words = batch.mask_words.contiguous();
   double pairs = 0;
   for (int64_t i = 0; i < b; ++i) pairs += TileMask(words[i].data_ptr<int64_t>(), s, s, s).allowed_pairs();
   const double labelled = batch.labels.ne(-100).sum().item<double>();
+  const std::vector<InstanceLoad> loads = InstanceLoads(batch);
   const std::vector<LayerCost> costs =
-      FrozenAwareCosts(spec, EstimateForwardFlops(config, spec, s, pairs / b, labelled / b));
+      FrozenAwareCosts(spec, EstimateForwardFlops(config, spec, s, pairs / b, labelled / b, loads));
   double flops = 0;
   for (size_t l = 0; l < costs.size(); ++l) {
     const int chain = spec.layers[l].chain;
-    const double runs = chain == spec.llm_chain() ? b : batch.modalities[chain].inputs.size(0);
+    const double runs = chain == spec.llm_chain() ? b : loads[chain].per_sample * static_cast<double>(b);
     flops += costs[l].total() * runs;
   }
   return flops;

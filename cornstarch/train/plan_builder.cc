@@ -4,23 +4,58 @@
 
 #include <algorithm>
 
+#include "cornstarch/data/dataset.h"
 #include "cornstarch/dist/runtime.h"
+#include "cornstarch/train/mfu.h"
 #include "cornstarch/plan/cost_model.h"
 #include "cornstarch/train/profiler.h"
 
 namespace cornstarch {
 
-PipelinePlan BuildPipelinePlan(const Config& config, const ModelSpec& spec, DistRuntime& runtime) {
-  std::vector<LayerCost> costs = MicrobatchCosts(config, spec);
-  if (config.parallel.pp > 1 && config.parallel.pipeline_costs == CostSource::kProfile) {
+namespace {
+
+// Sequences rank 0 reads to see what the data holds: its first step's, up to this many.
+constexpr int64_t kLoadSamples = 64;
+
+// Rank 0's InstanceLoads of its first sequences, the same on every rank.
+std::vector<InstanceLoad> DataLoads(const Config& config, DistRuntime& runtime, const Dataset& data) {
+  const int64_t encoders = static_cast<int64_t>(config.model.encoders.size());
+  torch::Tensor packed = torch::zeros({encoders, 3}, torch::kDouble);
+  if (runtime.rank() == 0) {
+    const int64_t local = config.train.global_batch_size / config.parallel.dp;
+    const std::vector<InstanceLoad> loads = InstanceLoads(data.Get(0, std::min(local, kLoadSamples)));
+    for (int64_t k = 0; k < encoders; ++k) {
+      packed[k][0] = loads[k].tokens, packed[k][1] = loads[k].pairs, packed[k][2] = loads[k].per_sample;
+    }
+  }
+  runtime.world().Broadcast(packed, 0);
+  std::vector<InstanceLoad> loads(encoders);
+  for (int64_t k = 0; k < encoders; ++k) {
+    loads[k] = {packed[k][0].item<double>(), packed[k][1].item<double>(), packed[k][2].item<double>()};
+  }
+  return loads;
+}
+
+}  // namespace
+
+PipelinePlan BuildPipelinePlan(const Config& config, const ModelSpec& spec, DistRuntime& runtime, const Dataset& data) {
+  if (config.parallel.pp == 1) return PlanFromConfig(config, spec, MicrobatchCosts(config, spec));
+  const std::vector<InstanceLoad> loads = DataLoads(config, runtime, data);
+  std::vector<LayerCost> costs = MicrobatchCosts(config, spec, loads);
+  if (config.parallel.pipeline_costs == CostSource::kProfile) {
     torch::Tensor seconds = torch::zeros({static_cast<int64_t>(spec.layers.size())}, torch::kDouble);
     if (runtime.rank() == 0) {
       const std::vector<double> measured = ProfileForwardSeconds(config);
       std::copy(measured.begin(), measured.end(), seconds.data_ptr<double>());
     }
     runtime.world().Broadcast(seconds, 0);
-    const double* s = seconds.data_ptr<double>();
-    costs = FrozenAwareCosts(spec, std::vector<double>(s, s + seconds.numel()));
+    // The profile ran one config-sized instance per sample of each encoder; scaled to the data's by the FLOPs.
+    const std::vector<LayerCost> nominal = MicrobatchCosts(config, spec);
+    std::vector<double> forward(seconds.data_ptr<double>(), seconds.data_ptr<double>() + seconds.numel());
+    for (size_t l = 0; l < forward.size(); ++l) {
+      if (nominal[l].forward > 0) forward[l] *= costs[l].forward / nominal[l].forward;
+    }
+    costs = FrozenAwareCosts(spec, forward);
   }
   return PlanFromConfig(config, spec, costs);
 }

@@ -61,7 +61,13 @@ void Trainer::Init() {
   ValidateSyntheticData(config);
   ConfigureTorchRuntime(config.train.num_threads, runtime_.env().local_world_size);
   const ModelSpec spec = BuildModelSpec(config.model);
-  plan_ = std::make_unique<PipelinePlan>(BuildPipelinePlan(config, spec, runtime_));
+  Communicator& dp = runtime_.group(Axis::kDP);
+  const DataRank data_rank{dp.rank(), dp.size()};
+  data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kTrain, data_rank);
+  if (config.eval.enabled()) {
+    eval_data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kEval, data_rank);
+  }
+  plan_ = std::make_unique<PipelinePlan>(BuildPipelinePlan(config, spec, runtime_, *data_));
   const int pp_rank = runtime_.coord().pp;
   Communicator& tp = runtime_.group(Axis::kTP);
   const TpShard tp_shard{tp.rank(), tp.size(), config.parallel.sequence_parallel && tp.size() > 1};
@@ -73,7 +79,6 @@ void Trainer::Init() {
   // Initialised and loaded on the host (so a GPU run starts from the CPU run's exact weights), then moved.
   device_ = TrainingDevice(config.train.device, runtime_.env().local_rank);
   model_->To(device_);
-  Communicator& dp = runtime_.group(Axis::kDP);
   if (device_.is_cuda() && dp.size() > 1) {
     dp_nccl_ = MakeNcclCommunicator(dp, device_.index(), config.parallel.timeout_seconds, "dp");
   }
@@ -89,11 +94,6 @@ void Trainer::Init() {
   if (device_.is_cuda() && precision == Precision::kFp32) AllowTf32();
   executor_ = std::make_unique<PipelineExecutor>(*model_, *plan_, pp_rank, pp_nccl_ ? *pp_nccl_ : pp,
                                                  runtime_.group(Axis::kCP), tp_group, precision);
-  const DataRank data_rank{dp.rank(), dp.size()};
-  data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kTrain, data_rank);
-  if (config.eval.enabled()) {
-    eval_data_ = MakeDataset(config, static_cast<uint64_t>(config.train.seed), DataRole::kEval, data_rank);
-  }
   // With dp = 1 there is nothing to shard over.
   const bool shard = config.optimizer.shard && dp.size() > 1;
   const auto bucket_bytes = static_cast<int64_t>(config.parallel.grad_bucket_mib * (1 << 20));

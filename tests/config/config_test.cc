@@ -129,6 +129,20 @@ TEST_CASE("bad configs name the key, what was expected and what was found", "[co
       {{"model.encoders.vision.vision_style=clip"},
        "model.encoders.vision.post_norm: must be false with vision_style 'clip' (CLIP's post_layernorm normalises "
        "only the pooled class token), got true"},
+      {{"model.encoders.vision.vision_style=clip", "model.encoders.vision.post_norm=false",
+        "model.encoders.vision.dynamic_resolution=true"},
+       "model.encoders.vision.dynamic_resolution: must be false with vision_style 'clip' (a class token per image is "
+       "not supported), got true"},
+      {{"model.encoders.vision.dynamic_resolution=true", "model.encoders.vision.dynamic_positions=rope_2d",
+        "model.encoders.vision.hidden_size=48", "model.encoders.vision.num_heads=8"},
+       "model.encoders.vision.dynamic_positions: must be 'interpolate' when the head size (hidden_size / num_heads = "
+       "6) is not a multiple of 4, got 'rope_2d'"},
+      {{"model.encoders.vision.dynamic_positions=sincos"},
+       "model.encoders.vision.dynamic_positions: must be one of 'interpolate', 'rope_2d', got 'sincos'"},
+      {{"model.encoders.vision.max_patches=-1"},
+       "model.encoders.vision.max_patches: must be 0 (an image_size square's) or more, got -1"},
+      {{"model.encoders.audio.type=audio", "model.encoders.audio.dynamic_resolution=true"},
+       "model.encoders.audio.dynamic_resolution: must be false for an audio encoder, got true"},
       {{"parallel.cp=2"}, "data.seq_len: must be a multiple of parallel.cp x parallel.cp_block = 256, got 64"},
       {{"parallel.cp_split=ring"}, "parallel.cp_split: must be one of 'balanced', 'zigzag', 'contiguous', got 'ring'"},
       {{"parallel.pipeline=megatron"},

@@ -18,6 +18,9 @@
 #include "cornstarch/plan/config.h"
 #include "cornstarch/data/conversation.h"
 #include "cornstarch/data/demo_dataset.h"
+#include "cornstarch/data/dataset_file.h"
+#include "cornstarch/data/image.h"
+#include "cornstarch/plan/image_grid.h"
 #include "cornstarch/data/llava_dataset.h"
 #include "cornstarch/data/loader.h"
 #include "cornstarch/data/synthetic_layout.h"
@@ -319,6 +322,72 @@ TEST_CASE("llava batches: packed samples isolated, positions restart, features a
     REQUIRE(one.size() == 1);
     CHECK_THAT(one[0].where, Catch::Matchers::StartsWith(cfg.data.path[0] + ": sample " + std::to_string(i) + " "));
   }
+}
+
+TEST_CASE("llava batches at the images' own resolution: placeholders, patches and tower words per image",
+          "[data][dataset][dynamic]") {
+  const Config cfg = LlavaConfig({"model.encoders.vision.dynamic_resolution=true",
+                                  "model.encoders.vision.max_patches=20", "data.image_preset=siglip"});
+  const EncoderConfig& e = cfg.model.encoders[0];
+  const LlavaDataset data(cfg, 5);
+  const Batch batch = data.Get(0, 4);
+  const ModalityInput& m = batch.modalities[0];
+  const SentencePieceTokenizer tok(cfg.data.tokenizer);
+  const int64_t ph = tok.PlaceholderId("<image>");
+  const torch::Tensor rows = m.inputs.reshape({-1, 3 * 8 * 8});
+  int64_t image = 0, patch = 0;
+  std::set<std::pair<int64_t, int64_t>> sizes;
+  for (int64_t b = 0; b < 4; ++b) {
+    int64_t offset = 0;
+    for (const LlavaDataset::Packed& p : data.Sequence(b)) {
+      const TokenizedSample& t = p.tokens;
+      size_t span = 0;
+      for (size_t j = 0; j < t.media.size(); ++j) {
+        while (t.spans[span].kind == kTextToken) ++span;
+        const int64_t length = t.spans[span++].length;
+        if (t.media[j].encoder != 0) continue;
+        // Its grid from the decoded file, its placeholders that many, its patches the file preprocessed at the
+        // grid's size and cut into 8 x 8 patches (read back index by index).
+        const Image img = DecodeImage(ReadMedia(p.media[j]), p.media[j].name);
+        const PatchGrid g = DynamicGrid(img.width, img.height, e);
+        INFO(p.media[j].name << ": " << img.width << " x " << img.height);
+        sizes.insert({g.rows, g.cols});
+        REQUIRE(g.patches() <= 20);
+        REQUIRE(length == g.patches());
+        REQUIRE(m.grid[image][0].item<int64_t>() == g.rows);
+        REQUIRE(m.grid[image][1].item<int64_t>() == g.cols);
+        const std::vector<float> pixels = PreprocessImageAt(img, PresetPreprocess(ImagePreset::kSiglip, 32),
+                                                            static_cast<int>(g.cols * 8), static_cast<int>(g.rows * 8));
+        const int64_t first = m.patches[patch].item<int64_t>();
+        const int64_t word = m.words.view(-1)[first].item<int64_t>();
+        CHECK(__builtin_popcountll(word) == 1);
+        for (int64_t k = 0; k < g.patches(); ++k, ++patch) {
+          const int64_t at = m.patches[patch].item<int64_t>();
+          REQUIRE(at == first + k);  // an image's patches lie together, row by row
+          REQUIRE(m.words.view(-1)[at].item<int64_t>() == word);
+          REQUIRE(batch.input_ids.view(-1)[m.positions[patch].item<int64_t>()].item<int64_t>() == ph);
+          REQUIRE(m.positions[patch].item<int64_t>() == b * 96 + offset + t.media[j].position + k);
+          const int64_t r = k / g.cols, c = k % g.cols;
+          for (int64_t ch = 0; ch < 3; ++ch) {
+            for (int64_t y = 0; y < 8; ++y) {
+              for (int64_t x = 0; x < 8; ++x) {
+                const float want = pixels[(ch * g.rows * 8 + r * 8 + y) * g.cols * 8 + c * 8 + x];
+                REQUIRE(rows[at][(ch * 8 + y) * 8 + x].item<float>() == want);
+              }
+            }
+          }
+        }
+        ++image;
+      }
+      offset += t.length();
+    }
+  }
+  CHECK(image == m.grid.size(0));
+  CHECK(patch == m.patches.numel());
+  CHECK(patch == m.positions.numel());
+  CHECK(m.words.ne(0).sum().item<int64_t>() == patch);  // the rest is padding
+  CHECK(sizes.size() >= 3);  // the demo images differ in size
+  CHECK(sizes.count({4, 5}) + sizes.count({5, 4}) + sizes.count({4, 4}) >= 1);
 }
 
 TEST_CASE("bad samples: an error naming file and sample, or skipped and counted", "[data][dataset]") {

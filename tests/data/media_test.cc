@@ -67,6 +67,27 @@ TEST_CASE("PNG round trips exactly and JPEG within compression error", "[data][i
   CHECK(err / smooth.rgb.size() < 2.0);  // mean absolute error in 8-bit levels at quality 98
 }
 
+TEST_CASE("an image's size from its header equals the decoded image's", "[data][image][dynamic]") {
+  const auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), {});
+  };
+  for (const auto& [w, h] : std::vector<std::pair<int, int>>{{37, 23}, {1, 90}, {64, 64}}) {
+    WritePng(TempPath("size.png"), Gradient(w, h));
+    WriteJpeg(TempPath("size.jpg"), Gradient(w, h));
+    for (const std::string& f : {TempPath("size.png"), TempPath("size.jpg")}) {
+      INFO(f << " " << w << " x " << h);
+      const Image header = ReadImageSize(bytes(f), f);
+      const Image full = DecodeImage(f);
+      CHECK(header.width == full.width);
+      CHECK(header.height == full.height);
+      CHECK(header.width == w);
+      CHECK(header.rgb.empty());
+    }
+  }
+  CHECK_THROWS_WITH(ReadImageSize({'n', 'o', 'p', 'e'}, "x.bin"), Contains("x.bin: not a PNG or JPEG file"));
+}
+
 TEST_CASE("bad image files are errors naming the file", "[data][image]") {
   CHECK_THROWS_WITH(DecodeImage(TempPath("missing.png")), Contains("missing.png: cannot open image"));
   WriteBytes(TempPath("text.png"), "hello, not an image");

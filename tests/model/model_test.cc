@@ -284,7 +284,7 @@ TEST_CASE("the encoder MLP uses the configured GELU: exact erf, the tanh approxi
     cfg.num_heads = 2;
     cfg.intermediate_size = 16;
     cfg.hidden_act = act;
-    EncoderBlock block(cfg);
+    EncoderBlock block(cfg, 0);
     torch::manual_seed(1);
     const torch::Tensor x = torch::randn({2, 5, 8});
     ForwardContext ctx;

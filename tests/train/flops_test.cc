@@ -71,3 +71,38 @@ TEST_CASE("step FLOPs equal a hand count: frozen-aware backward, allowed attenti
   CHECK(m.mfu == Approx(m.flops / (m.step_seconds * 1e12)).epsilon(1e-9));
   CHECK(m.peak_memory_mib > 10);
 }
+
+TEST_CASE("images at their own resolution count their own tokens and attention pairs, image by image", "[flops]") {
+  // The model above, its tower taking images at their own resolution. Two images of 3 x 2 and 1 x 1 patches
+  // packed into one row: each runs its own tokens through every layer and attends over its own tokens squared.
+  const Config c = ParseConfig(
+      "model:\n"
+      "  llm: {vocab_size: 64, hidden_size: 32, num_layers: 1, num_heads: 2, num_kv_heads: 1, intermediate_size: 64}\n"
+      "  encoders:\n"
+      "    vision: {type: vision, hidden_size: 16, num_layers: 1, num_heads: 2, intermediate_size: 32,\n"
+      "             image_size: 16, patch_size: 8, frozen: true, projector: {type: linear},\n"
+      "             dynamic_resolution: true, max_patches: 8}\n"
+      "data: {seq_len: 24, num_classes: 4, max_prompt_tokens: 6}\n"
+      "train: {steps: 1, global_batch_size: 2, micro_batch_size: 2}\n"
+      "optimizer: {warmup_steps: 0}\n"
+      "logging: {metrics_path: '', level: warn}\n",
+      "flops.yaml");
+  const ModelSpec spec = BuildModelSpec(c.model);
+  SyntheticDataset data(c.model, c.data, static_cast<uint64_t>(c.train.seed));
+  const Batch square = data.Get(0, 2);  // two 2 x 2 images (16 px squares)
+  REQUIRE(square.modalities[0].grid.size(0) == 2);
+  Batch two = square;
+  two.modalities[0] = PackPatches({torch::zeros({6, 192}), torch::zeros({1, 192})}, {{3, 2}, {1, 1}}, 192);
+  const auto tower = [](double t) {  // forward FLOPs of one image of t tokens; frozen, nothing before: no backward
+    return 2.0 * t * 192 * 16 + 2.0 * t * 16 * 48 + 2.0 * t * 16 * 16 + 4.0 * t * t * 16 + 2.0 * t * 16 * 32 * 2 +
+           5.0 * t * 16;
+  };
+  const auto projector = [](double t) { return 3 * 2.0 * t * 16 * 32; };  // trains: forward and 2F backward
+  const double rest = BatchFlops(c.model, spec, square) - 2 * (tower(4) + projector(4));
+  CHECK(BatchFlops(c.model, spec, two) ==
+        Approx(rest + tower(6) + projector(6) + tower(1) + projector(1)).epsilon(1e-12));
+  const std::vector<InstanceLoad> loads = InstanceLoads(two);
+  CHECK(loads[0].per_sample == 1);
+  CHECK(loads[0].tokens == 3.5);
+  CHECK(loads[0].pairs == 18.5);
+}

@@ -53,6 +53,14 @@ struct Variant {
 // evaluation of the initial weights 1.3e-4 (pp: its boundary activations rounded); tolerances a few times that.
 constexpr double kBf16Rtol = 3e-3, kBf16EvalRtol = 1e-3;
 
+// Real images at their own resolution (4 x 4 to 5 x 6 patches, at most 24), packed per microbatch.
+std::vector<std::string> Dynamic(std::vector<std::string> overrides, const std::string& positions = "interpolate") {
+  overrides.insert(overrides.end(), {"model.encoders.vision.dynamic_resolution=true",
+                                     "model.encoders.vision.max_patches=24",
+                                     "model.encoders.vision.dynamic_positions=" + positions});
+  return overrides;
+}
+
 std::vector<Variant> VariantsFor(int world) {
   const std::string tiny = "configs/tiny.yaml", llava = "configs/tiny-llava.yaml", real = "configs/tiny-llava-data.yaml";
   switch (world) {
@@ -80,7 +88,10 @@ std::vector<Variant> VariantsFor(int world) {
               {tiny, {"parallel.pp=2", "parallel.pipeline=colocated",
                       "parallel.schedule_file=configs/schedules/gpipe-2x4.txt"}},
               // Interleaved 1F1B: each rank runs two non-adjacent pieces of the LLM (the encoders on rank 0's).
-              {llava, {"parallel.pp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2"}}};
+              {llava, {"parallel.pp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2"}},
+              {real, Dynamic({"parallel.pp=2"})},
+              {real, Dynamic({"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=32"}, "rope_2d")},
+              {real, Dynamic({"parallel.pp=1", "parallel.dp=2", "data.streams=2"})}};
     case 3:
       return {{tiny, {"parallel.pp=3"}},
               {tiny, {"parallel.pp=3", "model.encoders.vision.frozen=true", "model.encoders.audio.frozen=true",
@@ -95,6 +106,7 @@ std::vector<Variant> VariantsFor(int world) {
               {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32"}},
               {real, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=16", "parallel.cp_split=zigzag"}},
               {real, {"parallel.pp=2", "parallel.dp=2", "data.streams=4", "data.workers=2"}},
+              {real, Dynamic({"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=16"}, "rope_2d")},
               {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32", "train.precision=bf16"}, kBf16Rtol,
                kBf16EvalRtol},
               {tiny, {"parallel.pp=1", "parallel.cp=2", "parallel.dp=2", "parallel.cp_block=32",
