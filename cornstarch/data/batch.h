@@ -12,18 +12,20 @@
 namespace cornstarch {
 
 struct ModalityInput {
-  // vision: [n, C, H, W] float; audio: [n, mel_bins, frames] float. Vision under dynamic_resolution: the images'
-  // patches packed into R rows of T, [R, T, C * P * P] (plan/image_grid.h), described by the three below.
+  // vision: [n, C, H, W] float; audio: [n, mel_bins, frames] float. A packed tower's (dynamic_resolution, anyres):
+  // the images' views' patches packed into R rows of T, [R, T, C * P * P] (plan/image_grid.h), described by the
+  // three below.
   torch::Tensor inputs;
-  // Flat indices into the [B * S] LLM sequence, instance-major: [n * EncoderTokens] int64, or under
-  // dynamic_resolution one per patch of every image.
+  // Flat indices into the [B * S] LLM sequence, instance-major: [n * EncoderTokens] int64, or in a packed tower
+  // one per patch of every view.
   torch::Tensor positions;
   // Sequence sharded over a cp group: the feature rows whose placeholders this rank holds (positions then index
   // this rank's [B * S/cp] tokens). Undefined: every row.
   torch::Tensor rows;
-  // dynamic_resolution only (else undefined): each image's patch grid [n, 2] int64 (rows, columns); where its
-  // patches lie in the flat [R * T] rows, image-major, patches row by row [sum of patches] int64; and the tower's
-  // attention words [R, T] int64 (each image its own group, padding 0).
+  // A packed tower only (else undefined): each view's patch grid [n, 2] int64 (rows, columns), a view being an
+  // image at its own resolution or an anyres base view or tile; where its patches lie in the flat [R * T] rows,
+  // view-major, patches row by row [sum of patches] int64; and the tower's attention words [R, T] int64 (each view
+  // its own group, padding 0).
   torch::Tensor grid, patches, words;
 };
 

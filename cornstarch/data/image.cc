@@ -294,4 +294,23 @@ std::vector<float> PreprocessImageAt(const Image& image, const ImagePreprocess& 
   return Normalise(ResizeBicubic(image, width, height), p, 0, 0, width, height);
 }
 
+std::vector<std::vector<float>> PreprocessAnyres(const Image& image, const ImagePreprocess& p, int rows, int cols) {
+  const int size = static_cast<int>(p.size), width = cols * size, height = rows * size;
+  const double scale_w = static_cast<double>(width) / image.width, scale_h = static_cast<double>(height) / image.height;
+  const int w = scale_w < scale_h ? width : std::min(width, static_cast<int>(std::ceil(image.width * scale_h)));
+  const int h = scale_w < scale_h ? std::min(height, static_cast<int>(std::ceil(image.height * scale_w))) : height;
+  const Image resized = ResizeBicubic(image, w, h);
+  Image canvas{width, height, std::vector<uint8_t>(static_cast<size_t>(width) * height * 3, 0)};
+  const int top = (height - h) / 2, left = (width - w) / 2;
+  for (int y = 0; y < h; ++y) {
+    std::copy_n(resized.rgb.begin() + static_cast<size_t>(y) * w * 3, static_cast<size_t>(w) * 3,
+                canvas.rgb.begin() + (static_cast<size_t>(y + top) * width + left) * 3);
+  }
+  std::vector<std::vector<float>> views = {PreprocessImage(image, p)};
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) views.push_back(Normalise(canvas, p, r * size, c * size, size, size));
+  }
+  return views;
+}
+
 }  // namespace cornstarch

@@ -54,4 +54,9 @@ std::vector<float> PreprocessImage(const Image& image, const ImagePreprocess& p)
 // images at their own resolution (the size a plan/image_grid.h grid gives).
 std::vector<float> PreprocessImageAt(const Image& image, const ImagePreprocess& p, int width, int height);
 
+// LLaVA-NeXT's anyres views of `image` for a grid of rows x cols tiles of p.size (plan/image_grid.h's AnyresTiles):
+// the base view (PreprocessImage), then the tiles row by row, each [3, size, size]. The tiles cut the image resized
+// into the grid with its aspect ratio kept (the side that fits exactly, the other rounded up), centred on black.
+std::vector<std::vector<float>> PreprocessAnyres(const Image& image, const ImagePreprocess& p, int rows, int cols);
+
 }  // namespace cornstarch

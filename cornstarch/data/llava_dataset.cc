@@ -54,7 +54,7 @@ LlavaDataset::LlavaDataset(const Config& config, uint64_t seed, DataRank dp)
     slot.placeholder_id = tokenizer_->PlaceholderId(slot.placeholder);
     slot.tokens = EncoderTokens(e);
     slots_.push_back(slot);
-    if (slot.vision && e.dynamic_resolution && dynamic_ < 0) dynamic_ = static_cast<int>(slots_.size()) - 1;
+    if (slot.vision && PackedTower(e) && packed_ < 0) packed_ = static_cast<int>(slots_.size()) - 1;
     if (slot.vision) {
       image_ = PresetPreprocess(data_.image_preset, e.image_size);
       if (!data_.image_mean.empty()) std::copy_n(data_.image_mean.begin(), 3, image_.mean.begin());
@@ -112,13 +112,15 @@ LlavaDataset::Packed LlavaDataset::Prepare(const DatasetFile& file, int64_t inde
   Packed p;
   p.where = f.where;
   try {
-    // At their own resolution, an image's placeholders depend on its size: read from its header here, so packing
-    // knows every sample's length before any pixel is decoded.
+    // At their own resolution or tiled, an image's placeholders depend on its size: read from its header here, so
+    // packing knows every sample's length before any pixel is decoded.
     std::vector<int64_t> image_tokens;
-    if (dynamic_ >= 0) {
+    if (packed_ >= 0) {
       for (const MediaSource& m : f.images) {
         const Image size = ReadImageSize(ReadMedia(m), m.name);
-        image_tokens.push_back(DynamicGrid(size.width, size.height, encoders_[dynamic_]).patches());
+        int64_t tokens = 0;
+        for (const PatchGrid& g : ImageViews(size.width, size.height, encoders_[packed_])) tokens += g.patches();
+        image_tokens.push_back(tokens);
       }
     }
     p.tokens = TokenizeConversation(f.conversation, *tokenizer_, slots_, {data_.chat_template, data_.system_prompt},
@@ -258,27 +260,38 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
   auto* word = words.data_ptr<int64_t>();
   std::vector<std::vector<torch::Tensor>> inputs(num_enc);
   std::vector<std::vector<int64_t>> feature_positions(num_enc);
-  std::vector<PatchGrid> grids;  // of the dynamic-resolution encoder's images
+  std::vector<PatchGrid> grids;  // of the packed tower's views
 
-  // `grid`: set to an image's patch grid at its own resolution.
-  const auto load = [&](const MediaRef& m, const MediaSource& source, PatchGrid& grid) {
+  // `views`: set to a packed tower's views of an image, whose patches it returns one after another.
+  const auto load = [&](const MediaRef& m, const MediaSource& source, std::vector<PatchGrid>& views) {
     const EncoderConfig& e = encoders_[m.encoder];
     const std::vector<uint8_t> bytes = ReadMedia(source);
     if (KindOf(e.type).modality == InputModality::kImage) {
       const Image image = DecodeImage(bytes, source.name);
-      if (!e.dynamic_resolution) {
+      if (!PackedTower(e)) {
         std::vector<float> pixels = PreprocessImage(image, image_);
         return torch::from_blob(pixels.data(), {3, image_.size, image_.size}, torch::kFloat).clone();
       }
+      views = ImageViews(image.width, image.height, e);
+      std::vector<std::vector<float>> pixels;
+      if (e.dynamic_resolution) {
+        pixels.push_back(PreprocessImageAt(image, image_, static_cast<int>(views[0].cols * e.patch_size),
+                                           static_cast<int>(views[0].rows * e.patch_size)));
+      } else {
+        const PatchGrid tiles = AnyresTiles(image.width, image.height, e);
+        pixels = PreprocessAnyres(image, image_, static_cast<int>(tiles.rows), static_cast<int>(tiles.cols));
+      }
       // [3, rows * P, cols * P] -> one row per patch, each (channel, pixel row, pixel column) as the patch
       // convolution's weight is laid out.
-      const PatchGrid g = grid = DynamicGrid(image.width, image.height, e);
       const int64_t p = e.patch_size;
-      std::vector<float> pixels =
-          PreprocessImageAt(image, image_, static_cast<int>(g.cols * p), static_cast<int>(g.rows * p));
-      return torch::from_blob(pixels.data(), {3, g.rows, p, g.cols, p}, torch::kFloat)
-          .permute({1, 3, 0, 2, 4})
-          .reshape({g.patches(), 3 * p * p});
+      std::vector<torch::Tensor> patches;
+      for (size_t i = 0; i < views.size(); ++i) {
+        const PatchGrid& g = views[i];
+        patches.push_back(torch::from_blob(pixels[i].data(), {3, g.rows, p, g.cols, p}, torch::kFloat)
+                              .permute({1, 3, 0, 2, 4})
+                              .reshape({g.patches(), 3 * p * p}));
+      }
+      return torch::cat(patches);
     }
     const Audio audio = DecodeAudio(bytes, source.name);
     return WhisperLogMel(Resample(audio.samples, audio.sample_rate, kWhisperSampleRate),
@@ -291,9 +304,9 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
     for (const Packed& p : Sequence(first + b)) {
       const TokenizedSample& t = p.tokens;
       std::vector<torch::Tensor> media;
-      std::vector<PatchGrid> media_grids(t.media.size());
+      std::vector<std::vector<PatchGrid>> media_views(t.media.size());
       try {
-        for (size_t j = 0; j < t.media.size(); ++j) media.push_back(load(t.media[j], p.media[j], media_grids[j]));
+        for (size_t j = 0; j < t.media.size(); ++j) media.push_back(load(t.media[j], p.media[j], media_views[j]));
       } catch (const Error& e) {
         const std::string what = p.where + ": " + e.what();
         if (data_.on_bad_sample == BadSamplePolicy::kError) throw Error(what);
@@ -305,11 +318,18 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
       }
       for (size_t j = 0; j < t.media.size(); ++j) {
         const MediaRef& m = t.media[j];
-        inputs[m.encoder].push_back(media[j]);
         int64_t tokens = EncoderTokens(encoders_[m.encoder]);
-        if (m.encoder == dynamic_) {
-          grids.push_back(media_grids[j]);
-          tokens = grids.back().patches();
+        if (m.encoder == packed_) {  // each view an image of its own in the tower
+          tokens = 0;
+          int64_t at = 0;
+          for (const PatchGrid& g : media_views[j]) {
+            inputs[m.encoder].push_back(media[j].narrow(0, at, g.patches()));
+            grids.push_back(g);
+            tokens += g.patches();
+            at += g.patches();
+          }
+        } else {
+          inputs[m.encoder].push_back(media[j]);
         }
         for (int64_t k = 0; k < tokens; ++k) {
           feature_positions[m.encoder].push_back(b * s + offset + m.position + k);
@@ -334,7 +354,7 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
   for (int k = 0; k < num_enc; ++k) {
     const EncoderConfig& e = encoders_[k];
     const torch::Tensor positions = torch::tensor(feature_positions[k], torch::kLong);
-    if (k == dynamic_) {
+    if (k == packed_) {
       batch.modalities.push_back(PackPatches(inputs[k], grids, e.num_channels * e.patch_size * e.patch_size));
       batch.modalities.back().positions = positions;
       continue;

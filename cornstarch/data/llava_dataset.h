@@ -75,7 +75,7 @@ class LlavaDataset : public Dataset {
   std::string field_;  // "data.path" or "data.mix"
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<MediaSlot> slots_;
-  int dynamic_ = -1;  // the slot (and encoder) taking images at their own resolution; -1: none
+  int packed_ = -1;  // the slot (and encoder) taking images packed (at their own resolution or tiled); -1: none
   ImagePreprocess image_;
   int64_t pad_id_ = 0;
   mutable std::atomic<int64_t> skipped_{0}, read_{0};

@@ -102,14 +102,23 @@ Batch SyntheticDataset::Get(int64_t first, int64_t count) const {
   batch.mask_words = words;
   for (int64_t k = 0; k < num_enc; ++k) {
     const EncoderConfig& e = model_.encoders[k];
-    if (!e.dynamic_resolution) {
+    if (!PackedTower(e)) {
       batch.modalities.push_back({inputs[k], positions[k]});
       continue;
     }
-    // Every image an image_size square, packed as real images are.
-    const PatchGrid square = DynamicGrid(e.image_size, e.image_size, e);
-    batch.modalities.push_back(PackPatches(inputs[k].unbind(0), std::vector<PatchGrid>(count, square),
-                                           inputs[k].size(2)));
+    // Every image an image_size square, its views packed as real images' are.
+    const std::vector<PatchGrid> square = ImageViews(e.image_size, e.image_size, e);
+    std::vector<PatchGrid> grids;
+    std::vector<torch::Tensor> views;
+    for (int64_t b = 0; b < count; ++b) {
+      int64_t at = 0;
+      for (const PatchGrid& g : square) {
+        views.push_back(inputs[k][b].narrow(0, at, g.patches()));
+        grids.push_back(g);
+        at += g.patches();
+      }
+    }
+    batch.modalities.push_back(PackPatches(views, grids, inputs[k].size(2)));
     batch.modalities.back().positions = positions[k];
   }
   return batch;

@@ -116,8 +116,8 @@ std::vector<HfTensor> EncoderBlockTensors(const EncoderConfig& e, int64_t i, con
   return out;
 }
 
-// Tensors of the tower this configuration knows but does not use: blocks after feature_layer and, without
-// post_norm, the final LayerNorm. Neither missing nor unexpected.
+// Tensors of the tower this configuration knows but does not use: blocks after feature_layer, without post_norm
+// the final LayerNorm, and what its kind lists (HfEncoderNames::unused). Neither missing nor unexpected.
 std::vector<std::string> UnusedTensors(const EncoderConfig& e) {
   std::vector<std::string> out;
   for (int64_t i = EncoderBlocks(e); i < e.num_layers; ++i) {
@@ -127,8 +127,9 @@ std::vector<std::string> UnusedTensors(const EncoderConfig& e) {
       }
     }
   }
-  const std::string norm = KindOf(e.type).hf_names(e).final_norm;
-  if (!e.post_norm) out.insert(out.end(), {norm + ".weight", norm + ".bias"});
+  const HfEncoderNames names = KindOf(e.type).hf_names(e);
+  if (!e.post_norm) out.insert(out.end(), {names.final_norm + ".weight", names.final_norm + ".bias"});
+  out.insert(out.end(), names.unused.begin(), names.unused.end());
   return out;
 }
 

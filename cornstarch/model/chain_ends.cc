@@ -29,7 +29,7 @@ torch::Tensor Sinusoids(int64_t tokens, int64_t width) {
 
 }  // namespace
 
-EncoderEmbed::EncoderEmbed(const EncoderConfig& cfg, int chain) : chain_(chain), dynamic_(cfg.dynamic_resolution) {
+EncoderEmbed::EncoderEmbed(const EncoderConfig& cfg, int chain) : chain_(chain), dynamic_(PackedTower(cfg)) {
   const EmbeddingRecipe r = KindOf(cfg.type).embedding(cfg);
   const int64_t d = cfg.hidden_size;
   for (const EmbeddingRecipe::Conv& c : r.convs) {

@@ -20,9 +20,9 @@ namespace cornstarch {
 // result as a sequence of tokens, the class token in front, positions, the LayerNorm. SigLIP/CLIP patch embeddings
 // and Whisper's convolution stem are both this layer.
 // x: [n, <input_shape>] -> [n, EncoderSequence, hidden].
-// Under dynamic_resolution (encoder `chain` of the batch): x holds packed patch rows [R, T, C * P * P], the patch
-// convolution is applied as the product with its weight, and each image gets the position table resized to its
-// grid (or none under rope_2d): [R, T, hidden].
+// In a packed tower (dynamic_resolution or anyres; encoder `chain` of the batch): x holds packed patch rows
+// [R, T, C * P * P], the patch convolution is applied as the product with its weight, and each view gets the
+// position table resized to its grid (or none under rope_2d): [R, T, hidden].
 class EncoderEmbed : public Layer {
  public:
   EncoderEmbed(const EncoderConfig& cfg, int chain);

@@ -84,7 +84,7 @@ ForwardContext MultimodalModel::MakeContext(const Batch& batch) const {
   for (size_t k = 0; k < config_.encoders.size() && k < batch.modalities.size(); ++k) {
     const EncoderConfig& e = config_.encoders[k];
     const ModalityInput& m = batch.modalities[k];
-    if (e.dynamic_resolution && e.dynamic_positions == VisionPositions::kRope2d) {
+    if (PackedTower(e) && e.dynamic_positions == VisionPositions::kRope2d) {
       ctx.encoder_rope[k] = Rope2dTables(m.grid, m.patches, m.inputs.size(0), m.inputs.size(1),
                                          e.hidden_size / e.num_heads, kVisionRopeTheta);
     }
@@ -138,7 +138,7 @@ std::vector<int64_t> MultimodalModel::OutputSizes(int index, const Batch& batch)
   // embed, blocks: the tower's sequence; norm: the tokens it hands the projector; projector: at LLM width.
   const EncoderConfig& enc = config_.encoders[layer.chain];
   const int norm = chain.end - 2;
-  if (enc.dynamic_resolution) {  // packed rows of patches throughout
+  if (PackedTower(enc)) {  // packed rows of patches throughout
     const torch::Tensor& x = batch.modalities[layer.chain].inputs;
     return {n, x.size(1), index < chain.end - 1 ? enc.hidden_size : llm_hidden};
   }

@@ -76,7 +76,7 @@ EncoderBlock::EncoderBlock(const EncoderConfig& cfg, int chain)
     : heads_(cfg.num_heads),
       head_dim_(cfg.hidden_size / cfg.num_heads),
       chain_(chain),
-      dynamic_(cfg.dynamic_resolution),
+      dynamic_(PackedTower(cfg)),
       shardable_(cfg.tp),
       act_(cfg.hidden_act) {
   const int64_t d = cfg.hidden_size;

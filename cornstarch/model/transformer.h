@@ -37,8 +37,9 @@ std::pair<torch::Tensor, torch::Tensor> Rope2dTables(const torch::Tensor& grid, 
 
 // Pre-norm ViT/CLIP/Whisper-encoder block: x + MHA(LN(x)), then x + MLP(LN(x)) with the configured GELU (exact,
 // tanh-approximated or CLIP's quick_gelu); full attention within each instance (one image or one audio clip).
-// Under dynamic_resolution (encoder `chain` of the batch) the images are packed into rows and attention follows the
-// rows' bitfield words (one group per image), with the 2-D RoPE tables of the context under rope_2d.
+// In a packed tower (dynamic_resolution or anyres; encoder `chain` of the batch) the views are packed into rows and
+// attention follows the rows' bitfield words (one group per view), with the 2-D RoPE tables of the context under
+// rope_2d.
 // Under tensor parallelism (model.encoders.<name>.tp) it is split as the decoder block is: the fused qkv by heads,
 // fc1 by the MLP width (column-parallel), out and fc2 by their inputs (row-parallel, biases added after the sum);
 // the hidden state between blocks stays whole on every tp rank.

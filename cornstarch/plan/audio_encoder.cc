@@ -13,6 +13,8 @@ void Validate(const EncoderConfig& e, const std::string& p) {
   RequireConfig(e.num_frames >= 2 && e.num_frames % 2 == 0, p + ".num_frames",
                 "must be even and at least 2 (the second conv has stride 2)", std::to_string(e.num_frames));
   RequireConfig(!e.dynamic_resolution, p + ".dynamic_resolution", "must be false for an audio encoder", "true");
+  RequireConfig(e.anyres_max_tiles == 0, p + ".anyres_max_tiles", "must be 0 for an audio encoder",
+                std::to_string(e.anyres_max_tiles));
 }
 
 EmbeddingRecipe Embedding(const EncoderConfig& e) {

@@ -98,6 +98,7 @@ struct EncoderConfig {
   bool dynamic_resolution = false;
   int64_t max_patches = 0;
   VisionPositions dynamic_positions = VisionPositions::kInterpolate;
+  int64_t anyres_max_tiles = 0;
   int64_t num_mel_bins = 16;
   int64_t num_frames = 32;
   bool frozen = false;
@@ -140,11 +141,18 @@ struct EncoderConfig {
       "attention isolated per image. vision_style 'siglip' only.");
     f("max_patches", max_patches, "vision, dynamic_resolution: the most patches (tokens) one image takes; 0: "
                                   "those of an image_size square.");
+    f("anyres_max_tiles", anyres_max_tiles,
+      "vision: LLaVA-NeXT-style 'anyres' when above 0: each image becomes a base view (the image preprocessed to "
+      "image_size as data.image_preset says) plus tiles of image_size from the grid of rows x cols tiles (rows x "
+      "cols <= anyres_max_tiles, 1 x 1 left out) that keeps most of its resolution with the least padding; it is "
+      "resized into that grid keeping its aspect ratio and centred on black. Each view is its own image in the "
+      "packed tower (attention within a view); the LLM takes the base view's tokens, then the tiles', row by row. "
+      "vision_style 'siglip' only; not with dynamic_resolution.");
     f("dynamic_positions", dynamic_positions,
-      "vision, dynamic_resolution: 'interpolate' (the learned table of an image_size square resized bicubically "
-      "to each image's patch grid, as Hugging Face's interpolate_pos_encoding; loads SigLIP weights) or 'rope_2d' "
-      "(no table: rotary positions in every block, the patch row over half the rotary frequencies and the column "
-      "over the other half, as Qwen2-VL's vision tower; head size a multiple of 4).");
+      "vision, dynamic_resolution or anyres: 'interpolate' (the learned table of an image_size square resized "
+      "bicubically to each image's patch grid, as Hugging Face's interpolate_pos_encoding; loads SigLIP weights) or "
+      "'rope_2d' (no table: rotary positions in every block, the patch row over half the rotary frequencies and the "
+      "column over the other half, as Qwen2-VL's vision tower; head size a multiple of 4).");
     f("num_mel_bins", num_mel_bins, "audio: mel bins per input frame.");
     f("num_frames", num_frames, "audio: input frames; even, since the second conv has stride 2.");
     f("frozen", frozen, "Freeze the encoder: no gradients, no optimizer state, and no autograd graph when nothing "

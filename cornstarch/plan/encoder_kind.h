@@ -34,6 +34,9 @@ struct HfEncoderNames {
   // A checkpoint tensor equal to a fixed (never trained) position table of ours, compared on load instead of
   // loaded, and what the table is (for errors); empty: none.
   std::string fixed_positions, fixed_positions_are;
+  // Checkpoint tensors this configuration has no use for (a learned position table under rope_2d): known, not
+  // loaded.
+  std::vector<std::string> unused;
 };
 
 // The embedding layer: input convolutions (each optionally followed by GELU), the output's positions flattened
@@ -61,8 +64,8 @@ struct EmbeddingRecipe {
 struct EncoderKind {
   EncoderType type;
   InputModality modality;
-  // One instance's input, without the batch dimension: [C, H, W] for images ([patches, C * P * P] under
-  // dynamic_resolution), [mel bins, frames] for audio.
+  // One instance's input, without the batch dimension: [C, H, W] for images ([patches, C * P * P] in a packed
+  // tower: dynamic_resolution or anyres), [mel bins, frames] for audio.
   std::vector<int64_t> (*input_shape)(const EncoderConfig&);
   // Tokens one instance hands the projector (and takes in the LLM sequence).
   int64_t (*tokens)(const EncoderConfig&);

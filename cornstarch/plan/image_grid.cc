@@ -7,6 +7,33 @@
 
 namespace cornstarch {
 
+bool PackedTower(const EncoderConfig& e) { return e.dynamic_resolution || e.anyres_max_tiles > 0; }
+
+PatchGrid AnyresTiles(int64_t width, int64_t height, const EncoderConfig& e) {
+  const double w = static_cast<double>(width), h = static_cast<double>(height);
+  const double side = static_cast<double>(e.image_size);
+  PatchGrid best;
+  double best_kept = -1, best_waste = 0;
+  for (int64_t rows = 1; rows <= e.anyres_max_tiles; ++rows) {
+    for (int64_t cols = 1; rows * cols <= e.anyres_max_tiles; ++cols) {
+      if (rows * cols == 1 && e.anyres_max_tiles > 1) continue;
+      const double tw = cols * side, th = rows * side, scale = std::min(tw / w, th / h);
+      const double kept = std::min(std::floor(w * scale) * std::floor(h * scale), w * h);
+      const double waste = tw * th - kept;
+      if (kept > best_kept || (kept == best_kept && waste < best_waste)) {
+        best = {rows, cols}, best_kept = kept, best_waste = waste;
+      }
+    }
+  }
+  return best;
+}
+
+std::vector<PatchGrid> ImageViews(int64_t width, int64_t height, const EncoderConfig& e) {
+  if (e.dynamic_resolution) return {DynamicGrid(width, height, e)};
+  const int64_t side = e.image_size / e.patch_size;
+  return std::vector<PatchGrid>(1 + AnyresTiles(width, height, e).patches(), PatchGrid{side, side});
+}
+
 int64_t MaxPatches(const EncoderConfig& e) {
   const int64_t side = e.image_size / e.patch_size;
   return e.max_patches > 0 ? e.max_patches : side * side;

@@ -1,6 +1,7 @@
-// Images at their own resolution (model.encoders.<name>.dynamic_resolution): how many patches an image of a given
-// size becomes, and how a microbatch's images are packed into the rows the vision tower runs. Pure: the data layer
-// lays out pixels and placeholders by it, the model its position tables, the cost model its FLOPs.
+// Images at their own resolution (model.encoders.<name>.dynamic_resolution) or tiled (anyres_max_tiles): how many
+// patches an image of a given size becomes, and how a microbatch's images are packed into the rows the vision tower
+// runs. Pure: the data layer lays out pixels and placeholders by it, the model its position tables, the cost model
+// its FLOPs.
 //
 // Packing rather than padding every image to the largest: a row holds images one after another, each its own
 // attention group in the bitfield words (plan/bitfield_mask.h), so the tiled attention kernel skips the pairs
@@ -19,6 +20,20 @@ struct PatchGrid {
   int64_t patches() const { return rows * cols; }
   bool operator==(const PatchGrid& o) const { return rows == o.rows && cols == o.cols; }
 };
+
+// Whether `e` takes its images packed (data/batch.h's grid, patches and words): dynamic_resolution or anyres.
+bool PackedTower(const EncoderConfig& e);
+
+// anyres: the grid of rows x cols tiles (of image_size) for a width x height image, as LLaVA-NeXT's
+// select_best_resolution picks it: among rows x cols <= anyres_max_tiles (1 x 1 left out when more are allowed),
+// the one keeping most of the image's pixels when it is scaled to fit, then the one wasting the least area; ties
+// go to fewer rows.
+PatchGrid AnyresTiles(int64_t width, int64_t height, const EncoderConfig& e);
+
+// The views a width x height image becomes in a packed tower, in the order its tokens take in the LLM: the image at
+// its own resolution (dynamic_resolution), or the base view and then the tiles row by row (anyres), each an
+// image_size square.
+std::vector<PatchGrid> ImageViews(int64_t width, int64_t height, const EncoderConfig& e);
 
 // The most patches one image of `e` takes: max_patches, or those of an image_size square when it is 0.
 int64_t MaxPatches(const EncoderConfig& e);

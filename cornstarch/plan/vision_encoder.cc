@@ -16,14 +16,16 @@ bool Clip(const EncoderConfig& e) { return e.vision_style == VisionStyle::kClip;
 // The position table's patches: an image_size square's.
 int64_t Patches(const EncoderConfig& e) { return (e.image_size / e.patch_size) * (e.image_size / e.patch_size); }
 
-// Tokens one image hands on: an image_size square's (at most max_patches under dynamic_resolution).
+// Tokens one image hands on: an image_size square's (at most max_patches under dynamic_resolution; its base view
+// and tiles under anyres).
 int64_t Tokens(const EncoderConfig& e) {
-  return e.dynamic_resolution ? DynamicGrid(e.image_size, e.image_size, e).patches() : Patches(e);
+  if (!PackedTower(e)) return Patches(e);
+  int64_t tokens = 0;
+  for (const PatchGrid& g : ImageViews(e.image_size, e.image_size, e)) tokens += g.patches();
+  return tokens;
 }
 
-bool Rope2d(const EncoderConfig& e) {
-  return e.dynamic_resolution && e.dynamic_positions == VisionPositions::kRope2d;
-}
+bool Rope2d(const EncoderConfig& e) { return PackedTower(e) && e.dynamic_positions == VisionPositions::kRope2d; }
 
 void Validate(const EncoderConfig& e, const std::string& p) {
   RequireConfig(e.patch_size >= 1, p + ".patch_size", "must be at least 1", std::to_string(e.patch_size));
@@ -37,7 +39,14 @@ void Validate(const EncoderConfig& e, const std::string& p) {
                 "true");
   RequireConfig(e.max_patches >= 0, p + ".max_patches", "must be 0 (an image_size square's) or more",
                 std::to_string(e.max_patches));
-  if (!e.dynamic_resolution) return;
+  RequireConfig(e.anyres_max_tiles >= 0, p + ".anyres_max_tiles", "must be 0 (off) or more",
+                std::to_string(e.anyres_max_tiles));
+  RequireConfig(!e.dynamic_resolution || e.anyres_max_tiles == 0, p + ".anyres_max_tiles",
+                "must be 0 with dynamic_resolution (tiles are image_size squares)", std::to_string(e.anyres_max_tiles));
+  RequireConfig(!Clip(e) || e.anyres_max_tiles == 0, p + ".anyres_max_tiles",
+                "must be 0 with vision_style 'clip' (a class token per view is not supported)",
+                std::to_string(e.anyres_max_tiles));
+  if (!PackedTower(e)) return;
   RequireConfig(!Clip(e), p + ".dynamic_resolution",
                 "must be false with vision_style 'clip' (a class token per image is not supported)", "true");
   const int64_t head = e.num_heads > 0 ? e.hidden_size / e.num_heads : 0;
@@ -69,7 +78,11 @@ HfEncoderNames Names(const EncoderConfig& e) {
   } else {
     n.embedding = {{"patch.weight", p + "patch_embedding.weight"}, {"patch.bias", p + "patch_embedding.bias"}};
   }
-  if (!Rope2d(e)) n.embedding.push_back({"position", p + "position_embedding.weight"});
+  if (Rope2d(e)) {
+    n.unused.push_back(p + "position_embedding.weight");
+  } else {
+    n.embedding.push_back({"position", p + "position_embedding.weight"});
+  }
   return n;
 }
 
@@ -78,9 +91,9 @@ HfEncoderNames Names(const EncoderConfig& e) {
 extern const EncoderKind kVisionEncoder = {
     EncoderType::kVision,
     InputModality::kImage,
-    // Under dynamic_resolution an instance is a row of flattened patches (channel, then pixel row and column).
+    // In a packed tower an instance is a row of flattened patches (channel, then pixel row and column).
     [](const EncoderConfig& e) {
-      return e.dynamic_resolution ? std::vector<int64_t>{Tokens(e), e.num_channels * e.patch_size * e.patch_size}
+      return PackedTower(e) ? std::vector<int64_t>{Tokens(e), e.num_channels * e.patch_size * e.patch_size}
                                   : std::vector<int64_t>{e.num_channels, e.image_size, e.image_size};
     },
     Tokens,

@@ -141,6 +141,15 @@ TEST_CASE("bad configs name the key, what was expected and what was found", "[co
        "model.encoders.vision.dynamic_positions: must be one of 'interpolate', 'rope_2d', got 'sincos'"},
       {{"model.encoders.vision.max_patches=-1"},
        "model.encoders.vision.max_patches: must be 0 (an image_size square's) or more, got -1"},
+      {{"model.encoders.vision.anyres_max_tiles=-1"},
+       "model.encoders.vision.anyres_max_tiles: must be 0 (off) or more, got -1"},
+      {{"model.encoders.vision.dynamic_resolution=true", "model.encoders.vision.anyres_max_tiles=2"},
+       "model.encoders.vision.anyres_max_tiles: must be 0 with dynamic_resolution (tiles are image_size squares), got "
+       "2"},
+      {{"model.encoders.vision.vision_style=clip", "model.encoders.vision.post_norm=false",
+        "model.encoders.vision.anyres_max_tiles=4"},
+       "model.encoders.vision.anyres_max_tiles: must be 0 with vision_style 'clip' (a class token per view is not "
+       "supported), got 4"},
       {{"model.encoders.audio.type=audio", "model.encoders.audio.dynamic_resolution=true"},
        "model.encoders.audio.dynamic_resolution: must be false for an audio encoder, got true"},
       {{"parallel.cp=2"}, "data.seq_len: must be a multiple of parallel.cp x parallel.cp_block = 256, got 64"},

@@ -324,70 +324,92 @@ TEST_CASE("llava batches: packed samples isolated, positions restart, features a
   }
 }
 
-TEST_CASE("llava batches at the images' own resolution: placeholders, patches and tower words per image",
+TEST_CASE("llava batches at the images' own resolution or tiled: placeholders, patches and tower words per view",
           "[data][dataset][dynamic]") {
-  const Config cfg = LlavaConfig({"model.encoders.vision.dynamic_resolution=true",
-                                  "model.encoders.vision.max_patches=20", "data.image_preset=siglip"});
-  const EncoderConfig& e = cfg.model.encoders[0];
-  const LlavaDataset data(cfg, 5);
-  const Batch batch = data.Get(0, 4);
-  const ModalityInput& m = batch.modalities[0];
-  const SentencePieceTokenizer tok(cfg.data.tokenizer);
-  const int64_t ph = tok.PlaceholderId("<image>");
-  const torch::Tensor rows = m.inputs.reshape({-1, 3 * 8 * 8});
-  int64_t image = 0, patch = 0;
-  std::set<std::pair<int64_t, int64_t>> sizes;
-  for (int64_t b = 0; b < 4; ++b) {
-    int64_t offset = 0;
-    for (const LlavaDataset::Packed& p : data.Sequence(b)) {
-      const TokenizedSample& t = p.tokens;
-      size_t span = 0;
-      for (size_t j = 0; j < t.media.size(); ++j) {
-        while (t.spans[span].kind == kTextToken) ++span;
-        const int64_t length = t.spans[span++].length;
-        if (t.media[j].encoder != 0) continue;
-        // Its grid from the decoded file, its placeholders that many, its patches the file preprocessed at the
-        // grid's size and cut into 8 x 8 patches (read back index by index).
-        const Image img = DecodeImage(ReadMedia(p.media[j]), p.media[j].name);
-        const PatchGrid g = DynamicGrid(img.width, img.height, e);
-        INFO(p.media[j].name << ": " << img.width << " x " << img.height);
-        sizes.insert({g.rows, g.cols});
-        REQUIRE(g.patches() <= 20);
-        REQUIRE(length == g.patches());
-        REQUIRE(m.grid[image][0].item<int64_t>() == g.rows);
-        REQUIRE(m.grid[image][1].item<int64_t>() == g.cols);
-        const std::vector<float> pixels = PreprocessImageAt(img, PresetPreprocess(ImagePreset::kSiglip, 32),
-                                                            static_cast<int>(g.cols * 8), static_cast<int>(g.rows * 8));
-        const int64_t first = m.patches[patch].item<int64_t>();
-        const int64_t word = m.words.view(-1)[first].item<int64_t>();
-        CHECK(__builtin_popcountll(word) == 1);
-        for (int64_t k = 0; k < g.patches(); ++k, ++patch) {
-          const int64_t at = m.patches[patch].item<int64_t>();
-          REQUIRE(at == first + k);  // an image's patches lie together, row by row
-          REQUIRE(m.words.view(-1)[at].item<int64_t>() == word);
-          REQUIRE(batch.input_ids.view(-1)[m.positions[patch].item<int64_t>()].item<int64_t>() == ph);
-          REQUIRE(m.positions[patch].item<int64_t>() == b * 96 + offset + t.media[j].position + k);
-          const int64_t r = k / g.cols, c = k % g.cols;
-          for (int64_t ch = 0; ch < 3; ++ch) {
-            for (int64_t y = 0; y < 8; ++y) {
-              for (int64_t x = 0; x < 8; ++x) {
-                const float want = pixels[(ch * g.rows * 8 + r * 8 + y) * g.cols * 8 + c * 8 + x];
-                REQUIRE(rows[at][(ch * 8 + y) * 8 + x].item<float>() == want);
+  for (const bool anyres : {false, true}) {
+    INFO((anyres ? "anyres" : "dynamic resolution"));
+    const Config cfg = LlavaConfig(
+        {"data.image_preset=siglip", anyres ? "model.encoders.vision.anyres_max_tiles=2" : "data.seq_len=96",
+         anyres ? "data.seq_len=192" : "model.encoders.vision.dynamic_resolution=true",
+         "model.encoders.vision.max_patches=20"});
+    const EncoderConfig& e = cfg.model.encoders[0];
+    const int64_t s = cfg.data.seq_len;
+    const LlavaDataset data(cfg, 5);
+    const Batch batch = data.Get(0, 4);
+    const ModalityInput& m = batch.modalities[0];
+    const SentencePieceTokenizer tok(cfg.data.tokenizer);
+    const int64_t ph = tok.PlaceholderId("<image>");
+    const torch::Tensor rows = m.inputs.reshape({-1, 3 * 8 * 8});
+    int64_t view = 0, patch = 0;
+    std::set<int64_t> tokens_per_image, tile_rows;
+    for (int64_t b = 0; b < 4; ++b) {
+      int64_t offset = 0;
+      for (const LlavaDataset::Packed& p : data.Sequence(b)) {
+        const TokenizedSample& t = p.tokens;
+        size_t span = 0;
+        for (size_t j = 0; j < t.media.size(); ++j) {
+          while (t.spans[span].kind == kTextToken) ++span;
+          const int64_t length = t.spans[span++].length;
+          if (t.media[j].encoder != 0) continue;
+          // Its views from the decoded file, its placeholders as many as their patches, each view's patches the
+          // file preprocessed for it and cut into 8 x 8 patches (read back index by index).
+          const Image img = DecodeImage(ReadMedia(p.media[j]), p.media[j].name);
+          INFO(p.media[j].name << ": " << img.width << " x " << img.height);
+          const std::vector<PatchGrid> views = ImageViews(img.width, img.height, e);
+          std::vector<std::vector<float>> pixels;
+          const ImagePreprocess pre = PresetPreprocess(ImagePreset::kSiglip, 32);
+          if (anyres) {
+            const PatchGrid tiles = AnyresTiles(img.width, img.height, e);
+            tile_rows.insert(tiles.rows);
+            REQUIRE(views.size() == static_cast<size_t>(1 + tiles.patches()));
+            pixels = PreprocessAnyres(img, pre, static_cast<int>(tiles.rows), static_cast<int>(tiles.cols));
+          } else {
+            REQUIRE(views.size() == 1);
+            REQUIRE(views[0].patches() <= 20);
+            pixels.push_back(PreprocessImageAt(img, pre, static_cast<int>(views[0].cols * 8),
+                                               static_cast<int>(views[0].rows * 8)));
+          }
+          int64_t in_image = 0;
+          int64_t last_word = -1;
+          for (size_t v = 0; v < views.size(); ++v, ++view) {
+            const PatchGrid& g = views[v];
+            REQUIRE(m.grid[view][0].item<int64_t>() == g.rows);
+            REQUIRE(m.grid[view][1].item<int64_t>() == g.cols);
+            const int64_t first = m.patches[patch].item<int64_t>();
+            const int64_t word = m.words.view(-1)[first].item<int64_t>();
+            CHECK(__builtin_popcountll(word) == 1);
+            CHECK(word != last_word);  // each view its own attention group
+            last_word = word;
+            for (int64_t k = 0; k < g.patches(); ++k, ++patch, ++in_image) {
+              const int64_t at = m.patches[patch].item<int64_t>();
+              REQUIRE(at == first + k);  // a view's patches lie together, row by row
+              REQUIRE(m.words.view(-1)[at].item<int64_t>() == word);
+              REQUIRE(m.positions[patch].item<int64_t>() == b * s + offset + t.media[j].position + in_image);
+              REQUIRE(batch.input_ids.view(-1)[m.positions[patch].item<int64_t>()].item<int64_t>() == ph);
+              const int64_t r = k / g.cols, c = k % g.cols;
+              for (int64_t ch = 0; ch < 3; ++ch) {
+                for (int64_t y = 0; y < 8; ++y) {
+                  for (int64_t x = 0; x < 8; ++x) {
+                    const float want = pixels[v][(ch * g.rows * 8 + r * 8 + y) * g.cols * 8 + c * 8 + x];
+                    REQUIRE(rows[at][(ch * 8 + y) * 8 + x].item<float>() == want);
+                  }
+                }
               }
             }
           }
+          REQUIRE(length == in_image);
+          tokens_per_image.insert(in_image);
         }
-        ++image;
+        offset += t.length();
       }
-      offset += t.length();
     }
+    CHECK(view == m.grid.size(0));
+    CHECK(patch == m.patches.numel());
+    CHECK(patch == m.positions.numel());
+    CHECK(m.words.ne(0).sum().item<int64_t>() == patch);  // the rest is padding
+    // The demo images differ in size, so in tokens, or (all in two tiles) in the tiles' layout.
+    CHECK((anyres ? tile_rows : tokens_per_image).size() >= 2);
   }
-  CHECK(image == m.grid.size(0));
-  CHECK(patch == m.patches.numel());
-  CHECK(patch == m.positions.numel());
-  CHECK(m.words.ne(0).sum().item<int64_t>() == patch);  // the rest is padding
-  CHECK(sizes.size() >= 3);  // the demo images differ in size
-  CHECK(sizes.count({4, 5}) + sizes.count({5, 4}) + sizes.count({4, 4}) >= 1);
 }
 
 TEST_CASE("bad samples: an error naming file and sample, or skipped and counted", "[data][dataset]") {

@@ -155,6 +155,38 @@ TEST_CASE("bicubic resize uses Pillow's antialiased weights", "[data][image]") {
   for (uint8_t v : resized.rgb) REQUIRE(int(v) == 77);
 }
 
+TEST_CASE("anyres views: the base view, then the tiles of the image fitted into the grid and centred on black",
+          "[data][image][dynamic]") {
+  const ImagePreprocess p = PresetPreprocess(ImagePreset::kSiglip, 4);
+  const auto level = [&](int c, double v) { return Approx((v / 255.0 - p.mean[c]) / p.std[c]).epsilon(1e-6); };
+  // 8 x 4, left half 40, right half 200: fits 1 x 2 tiles exactly (no resize), a tile per half.
+  Image halves{8, 4, {}};
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 8; ++x) halves.rgb.insert(halves.rgb.end(), 3, static_cast<uint8_t>(x < 4 ? 40 : 200));
+  const auto views = PreprocessAnyres(halves, p, 1, 2);
+  REQUIRE(views.size() == 3);
+  CHECK(views[0] == PreprocessImage(halves, p));
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 16; ++i) {
+      CHECK(views[1][c * 16 + i] == level(c, 40));
+      CHECK(views[2][c * 16 + i] == level(c, 200));
+    }
+  }
+  // A flat 4 x 4 image in 1 x 2 tiles: it stays 4 x 4 (the height fits), centred: columns 2..5 of the 8.
+  Image flat{4, 4, std::vector<uint8_t>(4 * 4 * 3, 90)};
+  const auto padded = PreprocessAnyres(flat, p, 1, 2);
+  REQUIRE(padded.size() == 3);
+  for (int c = 0; c < 3; ++c) {
+    for (int y = 0; y < 4; ++y) {
+      for (int x = 0; x < 8; ++x) {
+        const float v = padded[1 + x / 4][(c * 4 + y) * 4 + x % 4];
+        INFO("channel " << c << " row " << y << " column " << x);
+        CHECK(v == level(c, x >= 2 && x < 6 ? 90 : 0));
+      }
+    }
+  }
+}
+
 TEST_CASE("CLIP and SigLIP preprocessing: resize, crop and normalise", "[data][image]") {
   Image solid{3, 2, {}};
   for (int i = 0; i < 6; ++i) solid.rgb.insert(solid.rgb.end(), {10, 128, 250});

@@ -101,6 +101,31 @@ TEST_CASE("export then load reproduces every tower's weights, from one file or a
   CHECK(torch::equal(Params(sharded).at("llm.block.1.down.weight"), Params(source).at("llm.block.1.down.weight")));
 }
 
+TEST_CASE("a SigLIP tower loads into a packed tower: its position table resized, or left out under rope_2d",
+          "[hf][dynamic]") {
+  const std::string file = TempPath("hf-dynamic.safetensors");
+  MultimodalModel source(WithWeights(file).model, 1);
+  ExportHfWeights(source, file);
+  for (const std::string positions : {"interpolate", "rope_2d"}) {
+    INFO(positions);
+    MultimodalModel target(WithWeights(file, {"model.encoders.vision.dynamic_resolution=true",
+                                              "model.encoders.vision.dynamic_positions=" + positions})
+                               .model,
+                           2);
+    LoadHfWeights(target, 0);  // the vision chain; under rope_2d the table is known and not loaded
+    const auto a = Params(source), b = Params(target);
+    int compared = 0;
+    for (const auto& [name, p] : b) {
+      if (name.rfind("encoder.vision.", 0) != 0) continue;
+      INFO(name);
+      CHECK(torch::equal(p, a.at(name)));
+      ++compared;
+    }
+    CHECK(b.count("encoder.vision.embed.position") == (positions == "interpolate" ? 1u : 0u));
+    CHECK(compared > 10);
+  }
+}
+
 TEST_CASE("Hugging Face projections land in the fused layout; tied embeddings fill lm_head", "[hf]") {
   const std::string file = TempPath("hf-values.safetensors");
   const Config cfg = WithWeights(file);

@@ -17,6 +17,10 @@
 
 using namespace cornstarch;
 
+namespace cornstarch {
+std::ostream& operator<<(std::ostream& out, const PatchGrid& g) { return out << g.rows << " x " << g.cols; }
+}  // namespace cornstarch
+
 namespace {
 
 Config MakeConfig(const std::vector<std::string>& overrides) {
@@ -114,6 +118,23 @@ TEST_CASE("dynamic grids: rounded to the patch grid, within max_patches, as larg
       CHECK(std::abs(g.cols - g.rows * static_cast<double>(w) / h) <= 1 + static_cast<double>(w) / h);
     }
   }
+}
+
+TEST_CASE("anyres picks the tile grid keeping most pixels, then wasting least, as LLaVA-NeXT does", "[dynamic]") {
+  EncoderConfig e;
+  e.image_size = 336, e.patch_size = 14, e.anyres_max_tiles = 4;
+  CHECK(AnyresTiles(672, 336, e) == PatchGrid{1, 2});    // fits 1 x 2 exactly
+  CHECK(AnyresTiles(1000, 1000, e) == PatchGrid{2, 2});  // only 2 x 2 keeps 672 x 672 of it
+  CHECK(AnyresTiles(100, 100, e) == PatchGrid{1, 2});    // every grid keeps it whole: least waste, fewer rows
+  CHECK(AnyresTiles(300, 900, e) == PatchGrid{3, 1});    // tall: 3 x 1 keeps it whole, 4 x 1 wastes more
+  e.anyres_max_tiles = 1;
+  CHECK(AnyresTiles(1000, 500, e) == PatchGrid{1, 1});   // the only grid allowed
+  e.anyres_max_tiles = 4;
+  // The views: the base view, then the tiles, each a 24 x 24 grid of patches.
+  const std::vector<PatchGrid> views = ImageViews(1000, 1000, e);
+  CHECK(views == std::vector<PatchGrid>(5, PatchGrid{24, 24}));
+  CHECK(PackedTower(e));
+  CHECK_FALSE(PackedTower(EncoderConfig{}));
 }
 
 TEST_CASE("a microbatch's images pack into rows of at most 61, one group bit each, padding 0", "[dynamic]") {

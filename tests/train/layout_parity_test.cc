@@ -61,6 +61,12 @@ std::vector<std::string> Dynamic(std::vector<std::string> overrides, const std::
   return overrides;
 }
 
+// Real images as LLaVA-NeXT's anyres takes them: a base view and two tiles each (48 tokens an image).
+std::vector<std::string> Anyres(std::vector<std::string> overrides) {
+  overrides.insert(overrides.end(), {"model.encoders.vision.anyres_max_tiles=2", "data.seq_len=256"});
+  return overrides;
+}
+
 std::vector<Variant> VariantsFor(int world) {
   const std::string tiny = "configs/tiny.yaml", llava = "configs/tiny-llava.yaml", real = "configs/tiny-llava-data.yaml";
   switch (world) {
@@ -91,7 +97,8 @@ std::vector<Variant> VariantsFor(int world) {
               {llava, {"parallel.pp=2", "parallel.schedule=interleaved", "parallel.virtual_stages=2"}},
               {real, Dynamic({"parallel.pp=2"})},
               {real, Dynamic({"parallel.pp=1", "parallel.cp=2", "parallel.cp_block=32"}, "rope_2d")},
-              {real, Dynamic({"parallel.pp=1", "parallel.dp=2", "data.streams=2"})}};
+              {real, Dynamic({"parallel.pp=1", "parallel.dp=2", "data.streams=2"})},
+              {real, Anyres({"parallel.pp=2"})}};
     case 3:
       return {{tiny, {"parallel.pp=3"}},
               {tiny, {"parallel.pp=3", "model.encoders.vision.frozen=true", "model.encoders.audio.frozen=true",
@@ -107,6 +114,7 @@ std::vector<Variant> VariantsFor(int world) {
               {real, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=16", "parallel.cp_split=zigzag"}},
               {real, {"parallel.pp=2", "parallel.dp=2", "data.streams=4", "data.workers=2"}},
               {real, Dynamic({"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=16"}, "rope_2d")},
+              {real, Anyres({"parallel.pp=2", "parallel.dp=2", "data.streams=4"})},
               {llava, {"parallel.pp=2", "parallel.cp=2", "parallel.cp_block=32", "train.precision=bf16"}, kBf16Rtol,
                kBf16EvalRtol},
               {tiny, {"parallel.pp=1", "parallel.cp=2", "parallel.dp=2", "parallel.cp_block=32",

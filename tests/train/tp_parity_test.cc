@@ -72,6 +72,9 @@ TEST_CASE("tensor-parallel layouts match the single-process loss curve, grad nor
                 {tiny, {"parallel.tp=2", "parallel.sequence_parallel=true"}},
                 {tiny, {"parallel.tp=2", "parallel.sequence_parallel=true", "data.seq_len=63"}},
                 {real, {"parallel.tp=2", "parallel.sequence_parallel=true"}},
+                // Real images at their own resolution: the packed tower split over tp like a fixed-size one.
+                {real, {"parallel.tp=2", "model.encoders.vision.dynamic_resolution=true",
+                        "model.encoders.vision.max_patches=24", "model.encoders.vision.dynamic_positions=rope_2d"}},
                 {llava, {"parallel.tp=2", "parallel.sequence_parallel=true", "model.activation_checkpointing=true",
                          "model.encoders.vision.frozen=true"}}};
   } else if (env.world_size == 4) {
