@@ -19,7 +19,10 @@ class LinearCrossEntropyFunction : public torch::autograd::Function<LinearCrossE
     const int64_t m = hidden.size(0);
     torch::Tensor loss = torch::zeros({}, hidden.options().dtype(torch::kFloat));
     torch::Tensor d_hidden = need_hidden ? torch::empty_like(hidden) : torch::Tensor();
-    torch::Tensor d_weight = need_weight ? torch::zeros_like(weight) : torch::Tensor();
+    // Written whole by the first chunk's product, not zeroed first (a pass over the head's weight fewer), unless
+    // there is no chunk.
+    torch::Tensor d_weight;
+    if (need_weight) d_weight = m > 0 ? torch::empty_like(weight) : torch::zeros_like(weight);
     for (int64_t r = 0; r < m; r += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, m - r);
       const torch::Tensor h = hidden.narrow(0, r, rows);
@@ -52,7 +55,11 @@ class LinearCrossEntropyFunction : public torch::autograd::Function<LinearCrossE
         torch::Tensor out = d_hidden.narrow(0, r, rows);  // rows of a contiguous tensor: contiguous
         torch::mm_out(out, gw, weight);
       }
-      if (need_weight) d_weight.addmm_(gw.t(), h);
+      if (need_weight && r == 0) {
+        torch::mm_out(d_weight, gw.t(), h);
+      } else if (need_weight) {
+        d_weight.addmm_(gw.t(), h);
+      }
     }
     ctx->saved_data["d_hidden"] = d_hidden;
     ctx->saved_data["d_weight"] = d_weight;

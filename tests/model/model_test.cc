@@ -408,6 +408,13 @@ TEST_CASE("the fused head loss equals float64 cross-entropy of the full logits, 
       else CHECK(!w.grad().defined());
     }
   }
+  // No labelled row: a zero loss and a zero head gradient.
+  torch::Tensor w = w0.clone().requires_grad_(true);
+  const torch::Tensor none =
+      LinearCrossEntropySum(torch::zeros({0, d}).requires_grad_(true), w, torch::zeros({0}, torch::kLong), 4);
+  none.backward();
+  CHECK(none.item<double>() == 0);
+  CHECK(torch::equal(w.grad(), torch::zeros_like(w0)));
   torch::NoGradGuard no_grad;  // evaluation: the loss alone
   const torch::Tensor loss = LinearCrossEntropySum(h0, w0, labels, 4);
   CHECK(!loss.requires_grad());
