@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "cornstarch/base/check.h"
+
 namespace cornstarch {
 
 Batch Batch::To(const c10::Device& device) const {
@@ -19,20 +21,21 @@ Batch Batch::To(const c10::Device& device) const {
   return out;
 }
 
-ModalityInput PackPatches(const std::vector<torch::Tensor>& images, const std::vector<PatchGrid>& grids,
-                          int64_t width) {
+ModalityInput PackPatches(const torch::Tensor& patches, const std::vector<PatchGrid>& grids) {
   const PackedImages packed = PackImages(grids);
-  ModalityInput m;
-  torch::Tensor flat = torch::zeros({packed.rows * packed.length, width}, torch::kFloat);
-  std::vector<int64_t> grid, patches;
+  const int64_t width = patches.size(1);
+  std::vector<int64_t> grid, at;
   for (size_t i = 0; i < grids.size(); ++i) {
-    flat.narrow(0, packed.start[i], grids[i].patches()).copy_(images[i]);
     grid.insert(grid.end(), {grids[i].rows, grids[i].cols});
-    for (int64_t k = 0; k < grids[i].patches(); ++k) patches.push_back(packed.start[i] + k);
+    for (int64_t k = 0; k < grids[i].patches(); ++k) at.push_back(packed.start[i] + k);
   }
-  m.inputs = flat.view({packed.rows, packed.length, width});
+  ModalityInput m;
+  m.patches = torch::tensor(at, torch::kLong);
+  CS_CHECK(patches.size(0) == m.patches.numel(), patches.size(0), " patches for grids of ", m.patches.numel());
+  m.inputs = torch::zeros({packed.rows * packed.length, width}, torch::kFloat)
+                 .index_copy_(0, m.patches, patches)
+                 .view({packed.rows, packed.length, width});
   m.grid = torch::tensor(grid, torch::kLong).view({-1, 2});
-  m.patches = torch::tensor(patches, torch::kLong);
   m.words = torch::tensor(packed.words, torch::kLong).view({packed.rows, packed.length});
   return m;
 }

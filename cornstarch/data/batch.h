@@ -46,10 +46,9 @@ struct Batch {
   int64_t seq_len() const { return input_ids.size(1); }
 };
 
-// A dynamic-resolution encoder's input from its images' patches ([patches, width] each, `grids` alike), packed as
-// PackImages lays them out; `positions` left for the caller.
-ModalityInput PackPatches(const std::vector<torch::Tensor>& images, const std::vector<PatchGrid>& grids,
-                          int64_t width);
+// A packed tower's input from its views' patches, one view after another ([sum of the grids' patches, C * P * P]),
+// packed as PackImages lays them out; `positions` left for the caller.
+ModalityInput PackPatches(const torch::Tensor& patches, const std::vector<PatchGrid>& grids);
 
 // This cp rank's share of a whole-sequence batch under `layout`. Encoder inputs stay whole (every cp rank runs
 // the encoders); only the placeholders it holds take features.

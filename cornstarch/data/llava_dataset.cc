@@ -118,9 +118,7 @@ LlavaDataset::Packed LlavaDataset::Prepare(const DatasetFile& file, int64_t inde
     if (packed_ >= 0) {
       for (const MediaSource& m : f.images) {
         const Image size = ReadImageSize(ReadMedia(m), m.name);
-        int64_t tokens = 0;
-        for (const PatchGrid& g : ImageViews(size.width, size.height, encoders_[packed_])) tokens += g.patches();
-        image_tokens.push_back(tokens);
+        image_tokens.push_back(ImageTokens(size.width, size.height, encoders_[packed_]));
       }
     }
     p.tokens = TokenizeConversation(f.conversation, *tokenizer_, slots_, {data_.chat_template, data_.system_prompt},
@@ -318,19 +316,10 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
       }
       for (size_t j = 0; j < t.media.size(); ++j) {
         const MediaRef& m = t.media[j];
-        int64_t tokens = EncoderTokens(encoders_[m.encoder]);
-        if (m.encoder == packed_) {  // each view an image of its own in the tower
-          tokens = 0;
-          int64_t at = 0;
-          for (const PatchGrid& g : media_views[j]) {
-            inputs[m.encoder].push_back(media[j].narrow(0, at, g.patches()));
-            grids.push_back(g);
-            tokens += g.patches();
-            at += g.patches();
-          }
-        } else {
-          inputs[m.encoder].push_back(media[j]);
-        }
+        inputs[m.encoder].push_back(media[j]);
+        // A packed tower's image: as many tokens as its views' patches, each view an image of its own.
+        const int64_t tokens = m.encoder == packed_ ? media[j].size(0) : EncoderTokens(encoders_[m.encoder]);
+        grids.insert(grids.end(), media_views[j].begin(), media_views[j].end());
         for (int64_t k = 0; k < tokens; ++k) {
           feature_positions[m.encoder].push_back(b * s + offset + m.position + k);
         }
@@ -355,7 +344,7 @@ Batch LlavaDataset::Get(int64_t first, int64_t count) const {
     const EncoderConfig& e = encoders_[k];
     const torch::Tensor positions = torch::tensor(feature_positions[k], torch::kLong);
     if (k == packed_) {
-      batch.modalities.push_back(PackPatches(inputs[k], grids, e.num_channels * e.patch_size * e.patch_size));
+      batch.modalities.push_back(PackPatches(torch::cat(inputs[k]), grids));
       batch.modalities.back().positions = positions;
       continue;
     }

@@ -109,16 +109,8 @@ Batch SyntheticDataset::Get(int64_t first, int64_t count) const {
     // Every image an image_size square, its views packed as real images' are.
     const std::vector<PatchGrid> square = ImageViews(e.image_size, e.image_size, e);
     std::vector<PatchGrid> grids;
-    std::vector<torch::Tensor> views;
-    for (int64_t b = 0; b < count; ++b) {
-      int64_t at = 0;
-      for (const PatchGrid& g : square) {
-        views.push_back(inputs[k][b].narrow(0, at, g.patches()));
-        grids.push_back(g);
-        at += g.patches();
-      }
-    }
-    batch.modalities.push_back(PackPatches(views, grids, inputs[k].size(2)));
+    for (int64_t b = 0; b < count; ++b) grids.insert(grids.end(), square.begin(), square.end());
+    batch.modalities.push_back(PackPatches(inputs[k].reshape({-1, inputs[k].size(2)}), grids));
     batch.modalities.back().positions = positions[k];
   }
   return batch;

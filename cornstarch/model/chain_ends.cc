@@ -29,7 +29,7 @@ torch::Tensor Sinusoids(int64_t tokens, int64_t width) {
 
 }  // namespace
 
-EncoderEmbed::EncoderEmbed(const EncoderConfig& cfg, int chain) : chain_(chain), dynamic_(PackedTower(cfg)) {
+EncoderEmbed::EncoderEmbed(const EncoderConfig& cfg, int chain) : chain_(chain), packed_(PackedTower(cfg)) {
   const EmbeddingRecipe r = KindOf(cfg.type).embedding(cfg);
   const int64_t d = cfg.hidden_size;
   for (const EmbeddingRecipe::Conv& c : r.convs) {
@@ -47,11 +47,11 @@ EncoderEmbed::EncoderEmbed(const EncoderConfig& cfg, int chain) : chain_(chain),
     }
     gelu_.push_back(c.gelu);
   }
-  if (dynamic_) table_side_ = cfg.image_size / cfg.patch_size;
+  if (packed_) table_side_ = cfg.image_size / cfg.patch_size;
   if (r.positions == EmbeddingRecipe::Positions::kSinusoidal) {
     position_ = register_buffer("position", Sinusoids(EncoderSequence(cfg), d));
   } else if (r.positions == EmbeddingRecipe::Positions::kLearned) {
-    const int64_t rows = dynamic_ ? table_side_ * table_side_ : EncoderSequence(cfg);
+    const int64_t rows = packed_ ? table_side_ * table_side_ : EncoderSequence(cfg);
     position_ = register_parameter("position", torch::zeros({rows, d}));
   }
   if (r.class_token) class_token_ = register_parameter("class_token", torch::zeros({d}));
@@ -85,7 +85,7 @@ torch::Tensor EncoderEmbed::DynamicPositions(const ModalityInput& m, int64_t row
 }
 
 torch::Tensor EncoderEmbed::Forward(const torch::Tensor& x, ForwardContext& ctx) {
-  if (dynamic_) {
+  if (packed_) {
     const ModalityInput& m = ctx.batch->modalities.at(chain_);
     const torch::Tensor& w = convs_[0].get<torch::nn::Conv2d>()->weight;
     const torch::Tensor& b = convs_[0].get<torch::nn::Conv2d>()->bias;

@@ -33,8 +33,8 @@ class EncoderEmbed : public Layer {
   torch::Tensor DynamicPositions(const ModalityInput& m, int64_t rows, int64_t length) const;
 
   int chain_;
-  bool dynamic_;
-  int64_t table_side_ = 0;  // dynamic: the position table's grid side (image_size / patch_size)
+  bool packed_;
+  int64_t table_side_ = 0;  // packed: the position table's grid side (image_size / patch_size)
   std::vector<torch::nn::AnyModule> convs_;
   std::vector<bool> gelu_;                   // after convs_[i]
   torch::Tensor position_;                   // a parameter or, for fixed positions, a buffer

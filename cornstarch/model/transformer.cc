@@ -76,7 +76,7 @@ EncoderBlock::EncoderBlock(const EncoderConfig& cfg, int chain)
     : heads_(cfg.num_heads),
       head_dim_(cfg.hidden_size / cfg.num_heads),
       chain_(chain),
-      dynamic_(PackedTower(cfg)),
+      packed_(PackedTower(cfg)),
       shardable_(cfg.tp),
       act_(cfg.hidden_act) {
   const int64_t d = cfg.hidden_size;
@@ -108,7 +108,7 @@ torch::Tensor EncoderBlock::Forward(const torch::Tensor& x, ForwardContext& ctx)
   const int64_t n = x.size(0), t = x.size(1), inner = heads_ * head_dim_;
   const auto qkv = qkv_(TpCopy(norm1_(x), tp)).view({n, t, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4}).unbind(0);
   torch::Tensor attn;
-  if (dynamic_) {
+  if (packed_) {
     const auto& [cos, sin] = ctx.encoder_rope.at(chain_);
     const bool rope = cos.defined();
     attn = BitfieldAttention(rope ? ApplyRope(qkv[0], cos, sin) : qkv[0], rope ? ApplyRope(qkv[1], cos, sin) : qkv[1],

@@ -53,7 +53,7 @@ class EncoderBlock : public Layer {
  private:
   int64_t heads_, head_dim_;  // this rank's heads
   int chain_;
-  bool dynamic_;
+  bool packed_;
   bool shardable_;            // model.encoders.<name>.tp
   bool sharded_ = false;
   Activation act_;  // model.encoders.<name>.hidden_act

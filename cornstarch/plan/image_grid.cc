@@ -34,6 +34,12 @@ std::vector<PatchGrid> ImageViews(int64_t width, int64_t height, const EncoderCo
   return std::vector<PatchGrid>(1 + AnyresTiles(width, height, e).patches(), PatchGrid{side, side});
 }
 
+int64_t ImageTokens(int64_t width, int64_t height, const EncoderConfig& e) {
+  int64_t tokens = 0;
+  for (const PatchGrid& g : ImageViews(width, height, e)) tokens += g.patches();
+  return tokens;
+}
+
 int64_t MaxPatches(const EncoderConfig& e) {
   const int64_t side = e.image_size / e.patch_size;
   return e.max_patches > 0 ? e.max_patches : side * side;

@@ -35,6 +35,9 @@ PatchGrid AnyresTiles(int64_t width, int64_t height, const EncoderConfig& e);
 // image_size square.
 std::vector<PatchGrid> ImageViews(int64_t width, int64_t height, const EncoderConfig& e);
 
+// The tokens a width x height image takes: its views' patches.
+int64_t ImageTokens(int64_t width, int64_t height, const EncoderConfig& e);
+
 // The most patches one image of `e` takes: max_patches, or those of an image_size square when it is 0.
 int64_t MaxPatches(const EncoderConfig& e);
 

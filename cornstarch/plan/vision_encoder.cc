@@ -19,10 +19,7 @@ int64_t Patches(const EncoderConfig& e) { return (e.image_size / e.patch_size) *
 // Tokens one image hands on: an image_size square's (at most max_patches under dynamic_resolution; its base view
 // and tiles under anyres).
 int64_t Tokens(const EncoderConfig& e) {
-  if (!PackedTower(e)) return Patches(e);
-  int64_t tokens = 0;
-  for (const PatchGrid& g : ImageViews(e.image_size, e.image_size, e)) tokens += g.patches();
-  return tokens;
+  return PackedTower(e) ? ImageTokens(e.image_size, e.image_size, e) : Patches(e);
 }
 
 bool Rope2d(const EncoderConfig& e) { return PackedTower(e) && e.dynamic_positions == VisionPositions::kRope2d; }

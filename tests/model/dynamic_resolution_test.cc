@@ -74,7 +74,7 @@ std::vector<torch::Tensor> PackedFeatures(MultimodalModel& model, const std::vec
                                           const std::vector<PatchGrid>& grids) {
   std::vector<torch::Tensor> patches;
   for (size_t i = 0; i < images.size(); ++i) patches.push_back(Patchify(images[i], grids[i]));
-  const Batch batch = VisionBatch(PackPatches(patches, grids, 3 * 8 * 8));
+  const Batch batch = VisionBatch(PackPatches(torch::cat(patches), grids));
   const torch::Tensor all = Features(model, batch).index_select(0, batch.modalities[0].patches);
   std::vector<torch::Tensor> out;
   int64_t at = 0;

@@ -92,7 +92,7 @@ TEST_CASE("images at their own resolution count their own tokens and attention p
   const Batch square = data.Get(0, 2);  // two 2 x 2 images (16 px squares)
   REQUIRE(square.modalities[0].grid.size(0) == 2);
   Batch two = square;
-  two.modalities[0] = PackPatches({torch::zeros({6, 192}), torch::zeros({1, 192})}, {{3, 2}, {1, 1}}, 192);
+  two.modalities[0] = PackPatches(torch::zeros({7, 192}), {{3, 2}, {1, 1}});
   const auto tower = [](double t) {  // forward FLOPs of one image of t tokens; frozen, nothing before: no backward
     return 2.0 * t * 192 * 16 + 2.0 * t * 16 * 48 + 2.0 * t * 16 * 16 + 4.0 * t * t * 16 + 2.0 * t * 16 * 32 * 2 +
            5.0 * t * 16;
