@@ -20,6 +20,7 @@
 #include "bench/mllm_layouts.h"
 #include "cornstarch/plan/bitfield_mask.h"
 #include "cornstarch/model/dense_attention.h"
+#include "cornstarch/device/cpu_tasks.h"
 #include "cornstarch/device/torch_runtime.h"
 #include "bench/timing.h"
 
@@ -61,12 +62,10 @@ double ConcurrentTileGemmRate(int threads, int64_t rows, int64_t dim, int64_t ke
   const int saved = at::get_num_threads();
   at::set_num_threads(threads);
   const double seconds = MedianSeconds(3, [&] {
-    at::parallel_for(0, threads, 1, [&](int64_t first, int64_t last) {
-      for (int64_t t = first; t < last; ++t) {
-        const torch::Tensor a = torch::randn({rows, dim}), b = torch::randn({dim, keys});
-        torch::Tensor c = torch::empty({rows, keys});
-        for (int64_t r = 0; r < kReps; ++r) torch::mm_out(c, a, b);
-      }
+    ParallelTasks(threads, [&](int64_t) {
+      const torch::Tensor a = torch::randn({rows, dim}), b = torch::randn({dim, keys});
+      torch::Tensor c = torch::empty({rows, keys});
+      for (int64_t r = 0; r < kReps; ++r) torch::mm_out(c, a, b);
     });
   });
   at::set_num_threads(saved);

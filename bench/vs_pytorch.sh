@@ -5,7 +5,8 @@
 # and with tcmalloc preloaded, as PyTorch's CPU performance guides advise: glibc returns PyTorch's large tensors to
 # the kernel on every free, and on a VM each new page then costs a fault (W1: ~35 s/step vs ~9). Prints one table:
 # ms/step (median of the rounds, each round the median of its steps after the first, min-max over the rounds),
-# tokens/s, peak resident memory, and cornstarch's ratios to each PyTorch side. Not part of CI (minutes per round).
+# tokens/s, peak resident memory, cornstarch's ratios to each PyTorch side, and the MFU cornstarch printed in each
+# round (identical runs: how steady it is). Not part of CI (minutes per round).
 #
 #   bench/vs_pytorch.sh [ROUNDS [STEPS [THREADS]]]    defaults: 3 rounds, 4 steps (1 warm-up), every core
 set -euo pipefail
@@ -67,6 +68,9 @@ for w in ("w1", "w2"):
         res[side] = (statistics.median(per_round), min(per_round), max(per_round), mem)
         med, lo, hi, _ = res[side]
         print(f"{w:8} {side:16} {med * 1e3:9.0f} {f'{lo * 1e3:.0f}-{hi * 1e3:.0f}':>15} {tokens / med:7.0f} {mem:9.0f}")
+    mfu = [statistics.median(step_seconds(f"{out}/{w}-cornstarch-{r}.jsonl", "mfu")) for r in range(1, rounds + 1)]
+    print(f"{w:8} cornstarch MFU (of the GEMM rate each run measures at start): {100 * statistics.median(mfu):.1f}%, "
+          f"{100 * min(mfu):.1f}-{100 * max(mfu):.1f}% over the rounds")
     for base, _ in sides[:2]:
         print(f"{w:8} cornstarch vs {base}: {res[base][0] / res['cornstarch'][0]:.2f}x faster, "
               f"{res['cornstarch'][3] / res[base][3]:.2f}x the memory")

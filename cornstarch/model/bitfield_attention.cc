@@ -11,6 +11,7 @@
 #include "cornstarch/plan/tile_mask.h"
 #include "cornstarch/base/check.h"
 #include "cornstarch/device/autocast.h"
+#include "cornstarch/device/cpu_tasks.h"
 #include "cornstarch/device/cuda_stream.h"
 #include "cornstarch/device/profile_scopes.h"
 #include "kernels/bitfield_attention_cuda.h"
@@ -110,13 +111,12 @@ template <class Fn>
 void ForEachQueryTile(int64_t batch, int64_t kv_heads, int64_t n, const std::vector<TileMask>& plans,
                       const BitfieldAttentionOptions& o, const Fn& fn) {
   const int64_t nq = (n + o.tile_q - 1) / o.tile_q;
-  at::parallel_for(0, batch * kv_heads * nq, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / (kv_heads * nq), hk = (task / nq) % kv_heads, qt = task % nq;
-      if (plans[b].keys_of(qt).empty() || !Selected(o, b, qt)) continue;
-      const int64_t q0 = qt * o.tile_q;
-      fn(b, hk, Piece{qt, qt + 1, q0, std::min(o.tile_q, n - q0)});
-    }
+  ParallelTasks(batch * kv_heads * nq, [&](int64_t task) {
+    // Last query tiles first: under causal masks they have the most keys, and the small ones then fill the gaps.
+    const int64_t b = task / (kv_heads * nq), hk = (task / nq) % kv_heads, qt = nq - 1 - task % nq;
+    if (plans[b].keys_of(qt).empty() || !Selected(o, b, qt)) return;
+    const int64_t q0 = qt * o.tile_q;
+    fn(b, hk, Piece{qt, qt + 1, q0, std::min(o.tile_q, n - q0)});
   });
 }
 
@@ -338,19 +338,15 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
     }
   };
   if (fused) {
-    at::parallel_for(0, B * Hkv, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t task = begin; task < end; ++task) {
-        const int64_t b = task / Hkv;
-        const Head h = head(b, task % Hkv);
-        for (int64_t kt = 0; kt < nk; ++kt) key_tile(h, b, kt);
-      }
+    ParallelTasks(B * Hkv, [&](int64_t task) {
+      const int64_t b = task / Hkv;
+      const Head h = head(b, task % Hkv);
+      for (int64_t kt = 0; kt < nk; ++kt) key_tile(h, b, kt);
     });
   } else {
-    at::parallel_for(0, B * Hkv * nk, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t task = begin; task < end; ++task) {
-        const int64_t b = task / (Hkv * nk);
-        key_tile(head(b, (task / nk) % Hkv), b, task % nk);
-      }
+    ParallelTasks(B * Hkv * nk, [&](int64_t task) {
+      const int64_t b = task / (Hkv * nk);
+      key_tile(head(b, (task / nk) % Hkv), b, task % nk);
     });
   }
   // Both paths summed dS K without the softmax scale: dQ = scale * dS K.

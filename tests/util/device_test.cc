@@ -1,6 +1,13 @@
 // The device-side choices that can be checked without a GPU: the peak-rate table behind MFU on GPUs, the device
-// queries and train.device's errors on a machine without one, and moving a batch keeps every tensor.
+// queries and train.device's errors on a machine without one, moving a batch keeps every tensor, and the CPU kernels'
+// task runner.
 #include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -8,6 +15,7 @@
 #include "cornstarch/data/batch.h"
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/base/check.h"
+#include "cornstarch/device/cpu_tasks.h"
 #include "cornstarch/device/cuda_device.h"
 #include "cornstarch/device/torch_runtime.h"
 #include "tests/error_of.h"
@@ -71,4 +79,53 @@ TEST_CASE("a batch moved to a device keeps every tensor", "[device]") {
     CHECK(m.modalities[i].rows.defined() == b.modalities[i].rows.defined());
   }
   CHECK(torch::equal(m.modalities[1].rows, b.modalities[1].rows));
+}
+
+TEST_CASE("CPU tasks run once each, concurrently, on one OpenMP thread each, and pass failures on", "[device]") {
+  at::set_num_threads(2);
+  std::vector<std::atomic<int>> runs(1000);
+  std::atomic<int> started{0};
+  std::atomic<bool> concurrent{true}, single_threaded{true};
+  ParallelTasks(1000, [&](int64_t i) {
+    ++runs[i];
+    single_threaded = single_threaded && at::get_num_threads() == 1;
+    if (i < 2) {  // tasks 0 and 1 wait for each other: only two threads at once can finish both promptly
+      ++started;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (started < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      concurrent = concurrent && started == 2;
+    }
+  });
+  for (const auto& r : runs) REQUIRE(r == 1);
+  CHECK(concurrent);
+  CHECK(single_threaded);
+  CHECK(at::get_num_threads() == 2);  // the caller's count is back
+
+  bool grad_in_task = true;
+  {
+    torch::NoGradGuard no_grad;
+    ParallelTasks(1, [&](int64_t) { grad_in_task = c10::GradMode::is_enabled(); });
+  }
+  CHECK_FALSE(grad_in_task);
+
+  std::atomic<int> after_failure{0};
+  CHECK_THAT(ErrorOf([&] {
+               ParallelTasks(100, [&](int64_t i) {
+                 if (i == 3) throw Error("task 3 failed");
+                 if (i > 50) ++after_failure;
+               });
+             }),
+             Contains("task 3 failed"));
+  CHECK(after_failure < 50);  // tasks not yet started when it failed did not run
+
+  // Inside a parallel region the region's threads already share the work: the tasks run on the calling thread.
+  std::vector<std::thread::id> ids;
+  std::mutex ids_mutex;
+  at::parallel_for(0, 1, 1, [&](int64_t, int64_t) {
+    ParallelTasks(8, [&](int64_t) {
+      const std::lock_guard<std::mutex> lock(ids_mutex);
+      ids.push_back(std::this_thread::get_id());
+    });
+  });
+  for (const auto& id : ids) CHECK(id == ids.front());
 }
