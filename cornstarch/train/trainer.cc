@@ -115,10 +115,12 @@ void Trainer::Init() {
   checkpointer_ = std::make_unique<Checkpointer>(config_, runtime_, *model_, *optimizer_, *data_);
   step_ = resumed_at_ = checkpointer_->Restore();
   slicer_ = std::make_unique<MicrobatchSlicer>(config.train, dp.rank(), dp.size());
+  // The MFU peak (a GEMM rate measured now, on CPUs) before the loader's workers start preparing batches on the same
+  // cores: a measurement they share the cores with reads low by however much work they happen to do.
+  mfu_ = std::make_unique<MfuMeter>(config.logging, device_, runtime_.dims().world_size(), runtime_.rank() == 0);
   loader_ = std::make_unique<BatchLoader>(
       *data_, [slicer = *slicer_, first = step_](int64_t i) { return slicer.Request(first, i); },
       config.data.prefetch, config.data.workers);
-  mfu_ = std::make_unique<MfuMeter>(config.logging, device_, runtime_.dims().world_size(), runtime_.rank() == 0);
 }
 
 Trainer::StepData Trainer::Prepare(BatchLoader& loader) {
