@@ -510,6 +510,7 @@ void Validate(const Config& c) {
   RequirePositive("cluster.gpus_per_node", cl.gpus_per_node);
   RequirePositive("cluster.tflops", cl.tflops);
   Require(cl.efficiency > 0 && cl.efficiency <= 1, "cluster.efficiency", "must be in (0, 1]", cl.efficiency);
+  Require(cl.layer_overhead_us >= 0, "cluster.layer_overhead_us", "must be >= 0", cl.layer_overhead_us);
   RequirePositive("cluster.memory_gib", cl.memory_gib);
   RequirePositive("cluster.intra_node_gbps", cl.intra_node_gbps);
   RequirePositive("cluster.inter_node_gbps", cl.inter_node_gbps);

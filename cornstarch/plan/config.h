@@ -532,6 +532,7 @@ struct ClusterConfig {
   double intra_node_gbps = 200;   // GB/s a collective moves per rank inside a node (NVLink)
   double inter_node_gbps = 25;    // GB/s between nodes (a 200 Gb/s NIC per rank)
   double latency_us = 10;         // per collective or message
+  double layer_overhead_us = 0;   // per layer and microbatch forward, whatever the shard or micro-batch size
 
   template <class F>
   void Fields(F&& f) {
@@ -544,6 +545,10 @@ struct ClusterConfig {
     f("intra_node_gbps", intra_node_gbps, "Bandwidth in GB/s each rank gets in collectives inside a node.");
     f("inter_node_gbps", inter_node_gbps, "Bandwidth in GB/s each rank gets between nodes.");
     f("latency_us", latency_us, "Fixed cost of one collective or pipeline message, in microseconds.");
+    f("layer_overhead_us", layer_overhead_us, "Fixed cost of one layer's forward on one microbatch, in microseconds "
+                                              "(op dispatch, launches, passes too small to reach the GEMM rate); it "
+                                              "does not shrink under tp or cp. Backward counts it twice. bench/"
+                                              "layout_bench fits it with the efficiency from two micro-batch sizes.");
   }
 };
 

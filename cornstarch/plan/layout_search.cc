@@ -97,8 +97,14 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout) {
   }
   std::vector<LayerCost> costs = PerTpRank(c.model, spec, FrozenAwareCosts(spec, forward), layout.tp);
   const double tp_gbps = gbps(layout.tp), cp_gbps = gbps(layout.tp * layout.cp);
+  const double overhead = k.layer_overhead_us * 1e-6;
   for (int l = 0; l < static_cast<int>(spec.layers.size()); ++l) {
     const LayerSpec& ls = spec.layers[l];
+    // Fixed per microbatch: every tp or cp rank runs all of a layer's ops, however small its shard, and a larger
+    // micro-batch runs the same ops on more rows. This is why cp and tp gain less than their FLOPs suggest, and a
+    // larger micro-batch more.
+    costs[l].forward += overhead;
+    if (costs[l].backward > 0) costs[l].backward += (ls.recompute ? 3 : 2) * overhead;
     if (layout.tp > 1 && TpCollectives(c, spec, l)) {
       // Two all-reduces (or, under sequence parallelism, a gather and a reduce-scatter: the same bytes) each way;
       // a recomputed layer repeats its forward ones in backward.

@@ -172,6 +172,7 @@ TEST_CASE("bad configs name the key, what was expected and what was found", "[co
       {{"data.image_mean=0.5"}, "data.image_mean: expected a list of numbers, got '0.5'"},
       {{"data.image_std=[1, x, 1]"}, "data.image_std[1]: expected a number, got 'x'"},
       {{"data.prefetch=-1"}, "data.prefetch: must be >= 0, got -1"},
+      {{"cluster.layer_overhead_us=-1"}, "cluster.layer_overhead_us: must be >= 0, got -1"},
       {{"eval.steps=0"}, "eval.steps: must be at least 1, got 0"},
       {{"eval.interval=-1"}, "eval.interval: must be >= 0 (0 evaluates only at the end, if at_end), got -1"},
       {{"eval.at_end=true", "eval.data.type=llava"}, "eval.data.path: llava data needs its files in either eval.data.path or eval.data.mix (not both), got 'no files'"},

@@ -230,6 +230,15 @@ TEST_CASE("layout cost: compute on a free network adds up the layers; communicat
   const double microbatches = 16.0 / (2 * 4);
   CHECK(dp.step_seconds == Approx(microbatches * per_microbatch / rate).epsilon(1e-9));
   CHECK(dp.bubble == Approx(0).margin(1e-12));
+  // A fixed cost per layer and microbatch: once in each forward, twice in each backward, whatever the micro-batch.
+  std::vector<std::string> overhead = free;
+  overhead.push_back("cluster.layer_overhead_us=100");
+  double passes = 0;
+  for (const LayerCost& x : FrozenAwareCosts(spec, EstimateForwardFlops(base.model, spec, 128))) {
+    passes += x.backward > 0 ? 3 : 1;
+  }
+  CHECK(PredictLayout(Cluster(overhead), dp4).step_seconds - dp.step_seconds ==
+        Approx(microbatches * passes * 100e-6).epsilon(1e-9));
   // With latency zero (and the gradient sum not overlapped, so none of it hides) the communication part (the step
   // minus the free network's) halves when every bandwidth doubles.
   const std::vector<std::string> slow = {"cluster.latency_us=0", "cluster.intra_node_gbps=2",
