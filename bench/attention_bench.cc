@@ -113,9 +113,9 @@ int main(int argc, char** argv) {
               static_cast<long long>(batch), static_cast<long long>(heads), static_cast<long long>(kv_heads),
               static_cast<long long>(dim), static_cast<long long>(options.tile_q),
               static_cast<long long>(options.tile_k), static_cast<long long>(options.chunk), reps, threads, threads);
-  std::printf("%-18s %6s | %8s %8s %7s | %8s %8s %7s | %6s %6s | %6s | %6s %6s | %5s %5s\n", "layout", "N", "bf fwd",
-              "bf f+b", "bf MiB", "dn fwd", "dn f+b", "dn MiB", "f+b x", "maskKiB", "skip %", "GF/s", "f+b", "GF%",
-              "f+b");
+  std::printf("%-18s %6s | %8s %8s %7s | %8s %8s %7s | %6s %6s | %6s %6s | %6s %6s | %5s %5s\n", "layout", "N",
+              "bf fwd", "bf f+b", "bf MiB", "dn fwd", "dn f+b", "dn MiB", "f+b x", "maskKiB", "skip %", "used %",
+              "GF/s", "f+b", "GF%", "f+b");
   for (const std::string& layout : bench::MllmLayoutNames()) {
     for (const int64_t n : sizes) {
       const torch::Tensor words =
@@ -150,6 +150,7 @@ int main(int argc, char** argv) {
         SetBlasThreads(1);
       }
       const double skipped = 100.0 * (1.0 - static_cast<double>(stats.tiles_computed) / stats.tiles_total);
+      const double used = 100.0 * static_cast<double>(stats.allowed_pairs) / stats.pairs_computed;
       const double words_kib = 8.0 * batch * n / 1024;  // the kernel's whole mask: one int64 per token
       const double gf_fwd = 4.0 * dim * stats.allowed_pairs / bf_fwd / 1e9;
       const double gf_fb = 12.0 * dim * stats.allowed_pairs / bf_fb / 1e9;
@@ -159,15 +160,16 @@ int main(int argc, char** argv) {
       } else {
         std::snprintf(dense, sizeof dense, "%26s | %6s", "dense skipped (too large)", "-");
       }
-      std::printf("%-18s %6lld | %8.3f %8.3f %7.0f | %s %7.0f | %6.1f | %6.1f %6.1f | %5.0f %5.0f\n", layout.c_str(),
-                  static_cast<long long>(n), bf_fwd, bf_fb, bf_mem, dense, words_kib, skipped, gf_fwd, gf_fb,
+      std::printf("%-18s %6lld | %8.3f %8.3f %7.0f | %s %7.0f | %6.1f %6.1f | %6.1f %6.1f | %5.0f %5.0f\n",
+                  layout.c_str(), static_cast<long long>(n), bf_fwd, bf_fb, bf_mem, dense, words_kib, skipped, used,
+                  gf_fwd, gf_fb,
                   100.0 * gf_fwd / gemm, 100.0 * gf_fb / gemm);
       std::fflush(stdout);
     }
   }
   std::printf("\nbf = bitfield kernel, dn = dense; times in s; MiB = peak RSS above the inputs; f+b x = dense/bf "
               "fwd+bwd time; maskKiB = the kernel's mask (8 bytes per token; the dense path materialises N x N); "
-              "skip %% = tiles skipped; GF/s = useful GFLOP/s of the kernel, forward and forward+backward; GF%% = of "
-              "the GEMM rate\n");
+              "skip %% = tiles skipped; used %% = allowed of the scores the forward computed; GF/s = useful "
+              "GFLOP/s of the kernel, forward and forward+backward; GF%% = of the GEMM rate\n");
   return 0;
 }

@@ -67,17 +67,33 @@ torch::Tensor Rows(const torch::Tensor& x, const Piece& rows) {
   return x.dim() == 3 ? part.view({-1, x.size(2)}) : part.view({-1});
 }
 
+// Without the columns that no row of query tile qt allows at the ends of `cols` (a span boundary inside its first
+// or last tile): fewer scores to compute, the same result.
+Piece TrimColumns(const Piece& cols, int64_t qt, const TileMask& tiles) {
+  const int64_t begin = tiles.bounds(qt, cols.first).col_begin, end = tiles.bounds(qt, cols.end - 1).col_end;
+  return {cols.first, cols.end, begin, end - begin};
+}
+
+// Likewise the rows of `rows` at its ends that allow nothing in key tile kt.
+Piece TrimRows(const Piece& rows, int64_t kt, const TileMask& tiles) {
+  const int64_t begin = tiles.bounds(rows.first, kt).row_begin, end = tiles.bounds(rows.end - 1, kt).row_end;
+  return {rows.first, rows.end, begin, end - begin};
+}
+
 // Sets the disallowed scores of a block to -inf: its rows are positions `rows` of `group` heads each (grouped
-// layout), its columns positions `cols`, row stride `ld`. Only tile pairs that are not full are checked.
+// layout), its columns positions `cols`, row stride `ld`; either may start or end inside a tile. Only tile pairs
+// that are not full are checked.
 void MaskBlock(float* s, int64_t ld, const Piece& rows, int64_t group, const Piece& cols, const int64_t* words,
                const TileMask& tiles) {
   const int64_t row_end = rows.begin + rows.length, col_end = cols.begin + cols.length;
   for (int64_t qt = rows.first; qt < rows.end; ++qt) {
     for (int64_t kt = cols.first; kt < cols.end; ++kt) {
       if (tiles.cls(qt, kt) == TileClass::kFull) continue;
+      const int64_t a_begin = std::max(rows.begin, qt * tiles.tile_q());
       const int64_t a_end = std::min(row_end, (qt + 1) * tiles.tile_q());
-      const int64_t c_begin = kt * tiles.tile_k(), c_end = std::min(col_end, c_begin + tiles.tile_k());
-      for (int64_t a = qt * tiles.tile_q(); a < a_end; ++a) {
+      const int64_t c_begin = std::max(cols.begin, kt * tiles.tile_k());
+      const int64_t c_end = std::min(col_end, (kt + 1) * tiles.tile_k());
+      for (int64_t a = a_begin; a < a_end; ++a) {
         float* row = s + (a - rows.begin) * group * ld - cols.begin;
         for (int64_t c = c_begin; c < c_end; ++c) {
           if (MaskAllows(words[a], words[c], a, c)) continue;
@@ -188,7 +204,7 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
   const torch::Tensor qg = Grouped(q * scale, Hkv);
   torch::Tensor out = torch::zeros_like(qg);
   torch::Tensor lse = torch::full({B, Hkv, n, group}, kNegInf, q.options());
-  std::atomic<int64_t> computed{0}, full{0};
+  std::atomic<int64_t> computed{0}, full{0}, scores{0};
 
   ForEachQueryTile(B, Hkv, n, plans, o, [&](int64_t b, int64_t hk, const Piece& rows) {
     const TileMask& plan = plans[b];
@@ -201,11 +217,13 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
     torch::Tensor correction = torch::empty({m_rows, 1}, q.options());
     torch::Tensor acc = torch::zeros({m_rows, D}, q.options());
     float* corr = correction.data_ptr<float>();
-    for (const Piece& cols : Pieces(plan.keys_of(rows.first), o.tile_k, n, o.chunk)) {
+    for (const Piece& piece : Pieces(plan.keys_of(rows.first), o.tile_k, n, o.chunk)) {
+      const Piece cols = TrimColumns(piece, rows.first, plan);
       const torch::Tensor kc = kb.narrow(0, cols.begin, cols.length);
       torch::Tensor s = torch::mm(qs, kc.t());
       MaskBlock(s.data_ptr<float>(), cols.length, rows, group, cols, w, plan);
       computed += group * (cols.end - cols.first);
+      scores += m_rows * cols.length;
       for (int64_t kt = cols.first; kt < cols.end; ++kt) full += group * (plan.cls(rows.first, kt) == TileClass::kFull);
       torch::Tensor shift = s.amax(1, /*keepdim=*/true);
       float* mx = shift.data_ptr<float>();
@@ -235,6 +253,7 @@ std::tuple<torch::Tensor, torch::Tensor> BitfieldAttentionForward(const torch::T
   if (stats != nullptr) {
     stats->tiles_computed += computed;
     stats->tiles_full += full;
+    stats->pairs_computed += scores;
     for (const TileMask& plan : plans) {
       stats->tiles_total += q.size(1) * plan.num_q_tiles() * plan.num_k_tiles();
       stats->allowed_pairs += q.size(1) * plan.allowed_pairs();
@@ -302,7 +321,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
       const torch::Tensor qs = Rows(h.q, rows), d_o = Rows(h.dout, rows);
       const torch::Tensor row_lse = Rows(h.lse, rows), row_delta = Rows(h.delta, rows);
       torch::Tensor dq_rows = Rows(h.dq, rows);
-      for (const Piece& cols : Pieces(plan.keys_of(rows.first), o.tile_k, n, o.chunk)) {
+      for (const Piece& piece : Pieces(plan.keys_of(rows.first), o.tile_k, n, o.chunk)) {
+        const Piece cols = TrimColumns(piece, rows.first, plan);
         const torch::Tensor kc = h.k.narrow(0, cols.begin, cols.length), vc = h.v.narrow(0, cols.begin, cols.length);
         torch::Tensor p = torch::mm(qs, kc.t());
         MaskBlock(p.data_ptr<float>(), cols.length, rows, group, cols, h.words, plan);
@@ -326,7 +346,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> BitfieldAttentionBackwar
     const Piece cols{kt, kt + 1, k0, std::min(o.tile_k, n - k0)};
     const torch::Tensor kc = h.k.narrow(0, k0, cols.length), vc = h.v.narrow(0, k0, cols.length);
     torch::Tensor dk_rows = h.dk.narrow(0, k0, cols.length), dv_rows = h.dv.narrow(0, k0, cols.length);
-    for (const Piece& rows : Pieces(queries, o.tile_q, n, o.chunk)) {
+    for (const Piece& piece : Pieces(queries, o.tile_q, n, o.chunk)) {
+      const Piece rows = TrimRows(piece, kt, plan);
       const torch::Tensor qs = Rows(h.q, rows), d_o = Rows(h.dout, rows);
       torch::Tensor p = torch::mm(qs, kc.t());  // [group * query rows, cols]
       MaskBlock(p.data_ptr<float>(), cols.length, rows, group, cols, h.words, plan);

@@ -29,7 +29,8 @@ struct BitfieldAttentionStats {
   int64_t tiles_total = 0;     // (batch, head, query tile, key tile) combinations
   int64_t tiles_computed = 0;  // of which had something allowed and were computed
   int64_t tiles_full = 0;      // of which needed no per-element mask
-  int64_t allowed_pairs = 0;   // (batch, head, i, j) pairs computed: the useful work
+  int64_t allowed_pairs = 0;   // (batch, head, i, j) pairs allowed: the useful work
+  int64_t pairs_computed = 0;  // (batch, head, i, j) scores computed, allowed or not: the work done
 };
 
 // q [B, H, S, D] float; k, v [B, Hkv, S, D]; words [B, S] int64. Returns (out [B, H, S, D], lse [B, H, S]);

@@ -19,11 +19,15 @@ TileMask::TileMask(const int64_t* words, int64_t n, int64_t tile_q, int64_t tile
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   const size_t u_count = distinct.size();
-  std::vector<std::vector<int32_t>> prefix(u_count, std::vector<int32_t>(n + 1, 0));
+  // occurrences[u]: the positions of word u, ascending; the c-th is the first one at or after a position t with
+  // prefix[u][t] = c. So a tile's first and last allowed column come with its count.
+  std::vector<std::vector<int32_t>> prefix(u_count, std::vector<int32_t>(n + 1, 0)), occurrences(u_count);
   for (int64_t t = 0; t < n; ++t) {
     const size_t u = std::lower_bound(distinct.begin(), distinct.end(), words[t]) - distinct.begin();
     for (size_t v = 0; v < u_count; ++v) prefix[v][t + 1] = prefix[v][t] + (v == u);
+    occurrences[u].push_back(static_cast<int32_t>(t));
   }
+  bounds_.assign(nq_ * nk_, TileBounds{});
   std::vector<size_t> partners;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t wi = words[i];
@@ -35,10 +39,20 @@ TileMask::TileMask(const int64_t* words, int64_t n, int64_t tile_q, int64_t tile
     }
     if (partners.empty()) continue;
     int64_t* row = &counts_[(i / tq_) * nk_];
+    TileBounds* row_bounds = &bounds_[(i / tq_) * nk_];
     const int64_t limit = text ? i + 1 : n;  // causal: keys j <= i only
     for (int64_t kt = 0; kt * tk_ < limit; ++kt) {
       const int64_t a = kt * tk_, b = std::min(a + tk_, limit);
-      for (size_t v : partners) row[kt] += prefix[v][b] - prefix[v][a];
+      TileBounds& box = row_bounds[kt];
+      for (size_t v : partners) {
+        const int32_t first = prefix[v][a], end = prefix[v][b];
+        if (first == end) continue;
+        const int32_t lo = occurrences[v][first], hi = occurrences[v][end - 1] + 1;
+        if (row[kt] == 0) box = {static_cast<int32_t>(i), static_cast<int32_t>(i), lo, hi};  // the tile's first
+        box.row_end = static_cast<int32_t>(i + 1);
+        box.col_begin = std::min(box.col_begin, lo), box.col_end = std::max(box.col_end, hi);
+        row[kt] += end - first;
+      }
     }
   }
   for (int64_t qt = 0; qt < nq_; ++qt) {

@@ -133,6 +133,7 @@ TEST_CASE("exactly the tiles with an allowed pair are computed; full tiles skip 
     BitfieldAttentionOptions options;
     options.tile_q = 32;
     options.tile_k = 64;
+    const TileMask plan(words.data(), n, options.tile_q, options.tile_k);
     int64_t nonempty = 0, full = 0, pairs = 0;
     for (int64_t q0 = 0; q0 < n; q0 += options.tile_q) {
       for (int64_t k0 = 0; k0 < n; k0 += options.tile_k) {
@@ -142,6 +143,17 @@ TEST_CASE("exactly the tiles with an allowed pair are computed; full tiles skip 
         nonempty += allowed > 0;
         full += allowed == tile.numel();
         pairs += allowed;
+        // The tile's bounds: from its first to its last row and column with an allowed pair.
+        const TileBounds& box = plan.bounds(q0 / options.tile_q, k0 / options.tile_k);
+        if (allowed == 0) {
+          CHECK((box.row_begin == box.row_end && box.col_begin == box.col_end));
+          continue;
+        }
+        const torch::Tensor rows = tile.any(1).nonzero(), cols = tile.any(0).nonzero();
+        CHECK(box.row_begin == q0 + rows.min().item<int64_t>());
+        CHECK(box.row_end == q0 + rows.max().item<int64_t>() + 1);
+        CHECK(box.col_begin == k0 + cols.min().item<int64_t>());
+        CHECK(box.col_end == k0 + cols.max().item<int64_t>() + 1);
       }
     }
     const torch::Tensor w = torch::tensor(words).view({1, n});
@@ -155,6 +167,23 @@ TEST_CASE("exactly the tiles with an allowed pair are computed; full tiles skip 
     CHECK(stats.tiles_total == heads * ((n + 31) / 32) * ((n + 63) / 64));
     CHECK(stats.tiles_computed < stats.tiles_total);  // causal text alone leaves tiles above the diagonal
   }
+}
+
+TEST_CASE("scores no row allows at a modality boundary inside a tile are not computed", "[attention]") {
+  // 32 text tokens, a 576-token image (32..607), a 416-token audio clip (608..1023); tiles of 64. Modality rows
+  // see only their own span, so each query tile's keys run from its first allowed column to its last:
+  //   tile 0 (text, image)  0..607: 608     tiles 1-8 (image)      32..607: 576 each
+  //   tile 9 (image, audio) 32..1023: 992   tiles 10-15 (audio)  608..1023: 416 each
+  // 64 rows x 8704 columns per head; whole tiles would be 64 x (10 + 8 x 10 + 16 + 6 x 7) x 64 = 606208.
+  const int64_t n = 1024, heads = 2;
+  const auto words = BuildMaskWords({{kTextToken, 32}, {0, 576}, {1, 416}}, 2);
+  BitfieldAttentionOptions options;
+  options.tile_q = options.tile_k = 64;
+  BitfieldAttentionStats stats;
+  BitfieldAttentionForward(torch::randn({1, heads, n, 16}), torch::randn({1, 1, n, 16}), torch::randn({1, 1, n, 16}),
+                           torch::tensor(words).view({1, n}), options, &stats);
+  CHECK(stats.pairs_computed == heads * 64 * 8704);
+  CHECK(stats.allowed_pairs == heads * (32 * 33 / 2 + 576 * 576 + 416 * 416));
 }
 
 TEST_CASE("instance isolation keeps two images apart while text sees both", "[attention][mask]") {
