@@ -1,6 +1,10 @@
 #include "cornstarch/plan/cost_model.h"
 
+#include <cmath>
+
 #include "cornstarch/base/check.h"
+#include "cornstarch/plan/encoder_kind.h"
+#include "cornstarch/plan/image_grid.h"
 
 namespace cornstarch {
 
@@ -60,61 +64,126 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
   return flops;
 }
 
+namespace {
+
+// Bytes one instance's embedding layer leaves held: the input's bf16 cast (saved by the first convolution), each
+// GELU's input and, where a convolution follows, its output (saved by that convolution), the output (fp32: the
+// positions added are) and a pre-norm's output. A convolution's output without GELU is only read by the next op.
+// Adds the convolutions' parameters to `cast` (autocast's bf16 copies of them are held once per microbatch).
+double EmbeddingBytes(const EncoderConfig& e, bool bf16, double& cast) {
+  const EncoderKind& kind = KindOf(e.type);
+  const EmbeddingRecipe r = kind.embedding(e);
+  const std::vector<int64_t> input = kind.input_shape(e);
+  const double low = bf16 ? 2 : 4;
+  double elements = 1;
+  for (int64_t x : input) elements *= static_cast<double>(x);
+  double bytes = bf16 ? 2 * elements : 0;
+  // A packed tower's embedding is one product over rows of patches ([patches, C * P * P]); else convolutions over
+  // [C, spatial...].
+  std::vector<int64_t> spatial(input.begin() + 1, input.end());
+  if (PackedTower(e)) {
+    for (const EmbeddingRecipe::Conv& c : r.convs) {
+      cast += static_cast<double>(c.out) * static_cast<double>(input.back() + (c.bias ? 1 : 0));
+    }
+  }
+  for (size_t i = 0; i < r.convs.size() && !PackedTower(e); ++i) {
+    const EmbeddingRecipe::Conv& c = r.convs[i];
+    cast += static_cast<double>(c.out) * (static_cast<double>(c.in) * std::pow(c.kernel, c.dims) + (c.bias ? 1 : 0));
+    double out = static_cast<double>(c.out);
+    for (int64_t& x : spatial) x = (x + 2 * c.padding - c.kernel) / c.stride + 1, out *= static_cast<double>(x);
+    if (c.gelu) bytes += low * out * (i + 1 < r.convs.size() ? 2 : 1);
+  }
+  const double tokens = static_cast<double>(EncoderSequence(e)), d = static_cast<double>(e.hidden_size);
+  const bool widened = r.positions != EmbeddingRecipe::Positions::kNone || r.pre_norm;
+  return bytes + (widened ? 4 : low) * tokens * d + (r.pre_norm ? 4 * tokens * d : 0);
+}
+
+}  // namespace
+
 std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
-                                             int64_t micro_batch_size, int64_t tp, bool sequence_parallel) {
+                                             int64_t micro_batch_size, int64_t tp, bool sequence_parallel,
+                                             Precision precision, double labelled_tokens) {
   std::vector<LayerMemory> out(spec.layers.size());
   const double b = static_cast<double>(micro_batch_size);
   const double t = static_cast<double>(tp);
+  const bool bf16 = precision == Precision::kBf16;
+  const double labelled = labelled_tokens < 0 ? static_cast<double>(seq_len) : labelled_tokens;
+  // Per sample: the LLM embedding widens each encoder's bf16 features to fp32 before placing them.
+  double feature_tokens = 0;
+  for (const EncoderConfig& e : model.encoders) feature_tokens += static_cast<double>(EncoderTokens(e));
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ChainSpec& chain = spec.chains[c];
-    const int last = chain.end - chain.begin - 1;
+    const int last = chain.end - 1 - chain.begin;
     for (int i = chain.begin; i < chain.end; ++i) {
       const int pos = i - chain.begin;
-      double params = 0, per_token = 0, tokens = 0;  // per_token: floats saved per token
+      const bool recompute = spec.layers[i].recompute;
+      // params: all of the layer's; cast: those autocast copies to bf16 for a product (not norms, embeddings or
+      // the fused loss's head), whose copies the graph keeps. bytes: what one microbatch's forward leaves held.
+      double params = 0, cast = 0, bytes = 0;
       if (c == spec.llm_chain()) {
         const LlmConfig& l = model.llm;
         const double d = static_cast<double>(l.hidden_size), v = static_cast<double>(l.vocab_size);
+        const double heads = static_cast<double>(l.num_heads);
         const double q = d, kv = static_cast<double>(l.num_kv_heads * (l.hidden_size / l.num_heads));
         const double ff = static_cast<double>(l.intermediate_size);
-        tokens = b * static_cast<double>(seq_len);
+        const double tokens = b * static_cast<double>(seq_len);
         // Under tensor parallelism a rank holds 1/tp of the heads, the SwiGLU width and the vocabulary; the
         // hidden-width tensors (norms, residuals, messages) stay whole, or are 1/tp under sequence parallelism.
         const double whole = sequence_parallel ? d / t : d;
         if (pos == 0) {
-          params = v * d / t, per_token = whole;
+          params = v * d / t;
+          bytes = 4 * tokens * whole + (bf16 ? 4 * b * feature_tokens * d : 0);
         } else if (pos == last) {
-          // Norm in/out (under sequence parallelism its piece and the gathered rows), logits and their log-softmax.
-          params = d + d * v / t, per_token = whole + d + 2 * v / t;
+          // The fused loss (model/lm_loss.h): per labelled row the norm's input, output and scaled rows and the
+          // input's gradient; per microbatch the head's weight gradient, made in the forward.
+          params = d + d * v / t;
+          bytes = 4 * b * labelled * 4 * d + (spec.layers[i].trainable ? 4 * v * d / t : 0);
         } else {
-          params = 2 * d + (d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0)) / t;
-          // Recomputed: the input only; else norms, q/k/v before and after RoPE, output, MLP.
-          per_token = spec.layers[i].recompute ? whole : 4 * whole + (2 * q + 3 * kv + q + 4 * ff) / t;
+          cast = (d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0)) / t;
+          params = 2 * d + cast;
+          // Measured (tests/model/model_test.cc): fp32 eight hidden-width tensors, three of the query width, the
+          // rotated keys and the values, four of the SwiGLU width, the attention's log-sum-exp; bf16 the products'
+          // inputs in bf16, the attention's in fp32, the SwiGLU in bf16. Recomputed: the output only.
+          const double split = bf16 ? 10 * q + 8 * kv + 8 * ff + 4 * heads : 4 * (3 * q + 2 * kv + 4 * ff + heads);
+          bytes = tokens * (recompute ? 4 * whole : (bf16 ? 34 : 32) * whole + split / t);
         }
       } else {
         const EncoderConfig& e = model.encoders[c];
         const double d = static_cast<double>(e.hidden_size), ff = static_cast<double>(e.intermediate_size);
-        const double out = static_cast<double>(model.llm.hidden_size);
+        const double o = static_cast<double>(model.llm.hidden_size);
         const double et = e.tp ? t : 1;  // a sharded tower's blocks and projector hold 1/tp of their width
-        tokens = b * static_cast<double>(EncoderTokens(e));
+        const double tokens = b * static_cast<double>(EncoderTokens(e));
         if (pos == 0) {
           params = KindOf(e.type).embedding_parameters(e);
-          per_token = 3 * d;
+          bytes = b * EmbeddingBytes(e, bf16, cast);
         } else if (pos == last) {
           const bool mlp = e.projector.type == ProjectorType::kMlp;
-          params = mlp ? (d * out + out + out * out) / et + out : d * out / et + out;
-          per_token = d + (mlp ? 2 * out / et : 0);
+          params = (mlp ? (d * o + o + o * o) / et : d * o / et) + o;
+          cast = params;
+          // The MLP's first product's input (bf16: its cast), its output and GELU's (split), the output (whole);
+          // a lone product's input is the norm's output, or its split cast in bf16.
+          const double low = bf16 ? 2 : 4;
+          bytes = tokens * (mlp ? (bf16 ? 2 * d : 0) + 2 * low * o / et + low * o : (bf16 ? 2 * d / et : 0) + low * o);
         } else if (pos == last - 1) {
-          params = e.post_norm ? 2 * d : 0, per_token = d;
+          params = e.post_norm ? 2 * d : 0;
+          bytes = e.post_norm ? 4 * tokens * d : 0;  // else a view of the blocks' output
         } else {
-          tokens = b * static_cast<double>(EncoderSequence(e));
-          params = 6 * d + (3 * d * d + 3 * d + d * d + d * ff + ff + ff * d) / et;
-          // Recomputed: the input only; else the norms' inputs and outputs and the residual (whole), and qkv, the
-          // attention output and the MLP before and after GELU (split).
-          per_token = spec.layers[i].recompute ? d : 5 * d + (5 * d + 2 * ff) / et;
+          const double seq = b * static_cast<double>(EncoderSequence(e));
+          // The output projection's and second MLP product's biases are whole (row-parallel).
+          cast = (3 * d * d + 3 * d + d * d + d * ff + ff + ff * d) / et + 2 * d;
+          params = 4 * d + cast;
+          // Measured like the LLM's: fp32 four hidden-width tensors whole, q/k/v and the attention's output (one
+          // storage of 3d, and d) and the MLP before and after GELU split, and the softmax's probabilities (heads x
+          // sequence per token; a packed tower's kernel keeps a log-sum-exp instead); bf16 likewise, in bf16 where
+          // products made them. Recomputed: the output only.
+          const double pairs = static_cast<double>(e.num_heads) * (PackedTower(e) ? 1 : EncoderSequence(e));
+          const double split = bf16 ? 8 * d + 4 * ff + 2 * pairs : 4 * (4 * d + 2 * ff + pairs);
+          bytes = seq * (recompute ? 4 * d : (bf16 ? 12 : 16) * d + split / et);
         }
       }
       out[i].parameters = params;
-      out[i].activation_bytes = spec.layers[i].needs_graph ? 4 * tokens * per_token : 0;
+      // bf16: autocast's copy of each cast weight, kept by the graph once per microbatch.
+      out[i].activation_bytes = spec.layers[i].needs_graph ? bytes + (bf16 ? 2 * cast : 0) : 0;
     }
   }
   return out;

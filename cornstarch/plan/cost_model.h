@@ -33,11 +33,14 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
                                          double llm_attention_pairs = -1, double labelled_tokens = -1,
                                          const std::vector<InstanceLoad>& instances = {});
 
-// What one layer costs in memory, for placement: its parameters, and the activation bytes one microbatch keeps
-// between its forward and backward (0 without an autograd graph). fp32, as the trainer runs; activations are
-// an estimate (the tensors each layer type saves for backward), assuming one instance per encoder per sample.
-// Per rank of a tensor-parallel group of `tp` ranks (encoders split only where model.encoders.<name>.tp says),
-// with the LLM's residual stream split over them under `sequence_parallel`.
+// What one layer costs in memory, for placement: its parameters, and the bytes one microbatch's forward leaves
+// held until its backward: the tensors saved for backward and the output (a layer's input is its producer's output),
+// under autocast (`precision` bf16) also the bf16 copies of its weights; 0 without an autograd graph. Coefficients
+// measured against the allocator for fp32 and bf16, whole and at tp = 2 (tests/model/model_test.cc), assuming every
+// layer trains (a frozen layer that passes gradients keeps less) and one instance per encoder per sample;
+// sequence parallelism splits the LLM's hidden-width tensors (not measured). The LM head holds per labelled row
+// (`labelled_tokens` per sample; < 0: every token). Per rank of a tensor-parallel group of `tp` ranks (encoders
+// split only where model.encoders.<name>.tp says).
 struct LayerMemory {
   double parameters = 0;
   double activation_bytes = 0;
@@ -45,7 +48,8 @@ struct LayerMemory {
 
 std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
                                              int64_t micro_batch_size, int64_t tp = 1,
-                                             bool sequence_parallel = false);
+                                             bool sequence_parallel = false, Precision precision = Precision::kFp32,
+                                             double labelled_tokens = -1);
 
 // Applies the backward rule to per-layer forward costs.
 std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector<double>& forward);

@@ -143,7 +143,8 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout) {
 
   // Gradients: summed over dp x cp once per step; overlapped, all but what outlasts the last microbatch's backward.
   const std::vector<LayerMemory> memory =
-      EstimateLayerMemory(c.model, spec, llm_tokens, layout.micro_batch_size, layout.tp, layout.sequence_parallel);
+      EstimateLayerMemory(c.model, spec, llm_tokens, layout.micro_batch_size, layout.tp, layout.sequence_parallel,
+                          EffectivePrecision(c.train));
   const std::vector<double> rank_bytes = RankMemoryBytes(plan, spec, memory);
   const int replicas = layout.dp * layout.cp;
   const double grad_elem = c.parallel.grad_reduce_dtype == FloatType::kBf16 ? 2.0 : 4.0;
