@@ -142,7 +142,7 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
           cast = (d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0)) / t;
           params = 2 * d + cast;
           // Measured (tests/model/model_test.cc): fp32 eight hidden-width tensors, three of the query width, the
-          // rotated keys and the values, four of the SwiGLU width, the attention's log-sum-exp; bf16 the products'
+          // keys after RoPE and the values, four of the SwiGLU width, the attention's log-sum-exp; bf16 the products'
           // inputs in bf16, the attention's in fp32, the SwiGLU in bf16. Recomputed: the output only.
           const double split = bf16 ? 10 * q + 8 * kv + 8 * ff + 4 * heads : 4 * (3 * q + 2 * kv + 4 * ff + heads);
           bytes = tokens * (recompute ? 4 * whole : (bf16 ? 34 : 32) * whole + split / t);

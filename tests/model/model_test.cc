@@ -32,6 +32,17 @@ double HeldBytes() {
   return static_cast<double>(m.uordblks + m.hblkhd);
 }
 
+// LibTorch's CPU allocations on this thread (and the autograd engine's, which runs CPU graphs on the caller) while
+// installed, through the profiler's memory-reporting hook: the running total since then and its peak.
+struct PeakReporter : c10::MemoryReportingInfoBase {
+  int64_t now = 0, peak = 0;
+  void reportMemoryUsage(void*, int64_t size, int64_t, int64_t, c10::Device) override {
+    now += size;  // negative for a free
+    peak = std::max(peak, now);
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+};
+
 }  // namespace
 
 TEST_CASE("every encoder/LLM combination produces logits and features of the right shape and planned size", "[model]") {
@@ -135,6 +146,62 @@ TEST_CASE("the planner's activation memory of each layer is what its forward lea
           }
           if (!llm) ctx.features.push_back(x);
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("a whole model's forward holds what the planner sums, and its backward adds little on top", "[model][memory]") {
+  // One microbatch in flight on one stage holding every layer: the forward's allocations still held at its end
+  // against the sum of EstimateLayerMemory (within 3%), and the backward's peak above that (its transient
+  // gradients, while it frees the saved tensors as it goes) under 10% of it, so that sum is the stage's peak.
+  // fp32 and bf16, micro-batch 1 and 2.
+  ConfigureTorchRuntime(1);
+  for (const std::string precision : {"fp32", "bf16"}) {
+    for (const int micro : {1, 2}) {
+      const Config cfg = MakeConfig(
+          {"model.encoders.vision.type=vision", "model.encoders.vision.image_size=128",
+           "model.encoders.vision.hidden_size=128", "model.encoders.vision.intermediate_size=512",
+           "model.encoders.audio.type=audio", "model.encoders.audio.num_frames=512",
+           "model.encoders.audio.hidden_size=128", "model.encoders.audio.intermediate_size=512",
+           "model.llm.hidden_size=256", "model.llm.num_heads=8", "model.llm.num_kv_heads=4",
+           "model.llm.vocab_size=8000", "model.llm.intermediate_size=704", "data.seq_len=1024",
+           "train.precision=" + precision});
+      MultimodalModel model(cfg.model, 1);
+      SyntheticDataset data(cfg.model, cfg.data, 1);
+      const Batch batch = data.Get(0, micro);
+      const Precision p = EffectivePrecision(cfg.train);
+      const double labelled = batch.labels.ne(-100).sum().item<double>() / micro;
+      double estimated = 0;
+      for (const LayerMemory& m : EstimateLayerMemory(cfg.model, model.spec(), cfg.data.seq_len, micro, 1, false, p,
+                                                      labelled)) {
+        estimated += m.activation_bytes;
+      }
+      for (int pass = 0; pass < 2; ++pass) {  // the first allocates the parameters' gradients
+        const auto reporter = std::make_shared<PeakReporter>();
+        const c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, reporter);
+        torch::Tensor loss;
+        {
+          const AutocastGuard autocast(torch::kCPU, {p == Precision::kBf16, torch::kBFloat16});
+          ForwardContext ctx = model.MakeContext(batch);
+          const ModelSpec& spec = model.spec();
+          for (int c = 0; c < spec.llm_chain(); ++c) {
+            const ChainSpec& chain = spec.chains[c];
+            ctx.features.push_back(model.RunLayers(c, chain.begin, chain.end, batch.modalities[c].inputs, batch, ctx));
+          }
+          const ChainSpec& llm = spec.chains[spec.llm_chain()];
+          const torch::Tensor x = model.RunLayers(spec.llm_chain(), llm.begin, llm.end - 1, torch::Tensor(), batch, ctx);
+          loss = model.HeadLossSum(x, batch);
+        }
+        const double held = static_cast<double>(reporter->now);
+        reporter->peak = reporter->now;
+        loss.backward();
+        const double backward = static_cast<double>(reporter->peak) - held;
+        if (pass == 0) continue;
+        INFO(precision << " micro-batch " << micro << ": held " << held << " bytes, estimated " << estimated
+                       << "; the backward's peak " << backward << " above");
+        CHECK(std::abs(held - estimated) <= 0.03 * held);
+        CHECK(backward <= 0.1 * held);
       }
     }
   }
