@@ -5,6 +5,7 @@
 #include <malloc.h>
 
 #include <map>
+#include <numeric>
 #include <random>
 
 #include "cornstarch/plan/bitfield_mask.h"
@@ -30,6 +31,27 @@ Config MakeConfig(const std::vector<std::string>& overrides) {
 double HeldBytes() {
   const struct mallinfo2 m = mallinfo2();
   return static_cast<double>(m.uordblks + m.hblkhd);
+}
+
+// The model the memory tests measure: a vision and an audio tower of 256 tokens each and a 4-layer LLM over 1024
+// tokens, large enough that the allocator's own bookkeeping is small beside the tensors; `more` overrides added.
+Config MemoryTestConfig(const std::string& precision, const std::vector<std::string>& more = {}) {
+  std::vector<std::string> overrides = {
+      "model.encoders.vision.type=vision", "model.encoders.vision.image_size=128",
+      "model.encoders.vision.hidden_size=128", "model.encoders.vision.intermediate_size=512",
+      "model.encoders.audio.type=audio", "model.encoders.audio.num_frames=512",
+      "model.encoders.audio.hidden_size=128", "model.encoders.audio.intermediate_size=512",
+      "model.llm.hidden_size=256", "model.llm.num_heads=8", "model.llm.num_kv_heads=4",
+      "model.llm.intermediate_size=704", "data.seq_len=1024", "train.precision=" + precision};
+  overrides.insert(overrides.end(), more.begin(), more.end());
+  return MakeConfig(overrides);
+}
+
+// Every layer of `model`, as the last rank of a tp-way group holds them (TpShard cuts without a collective).
+MultimodalModel LastTpRank(const ModelConfig& model, int tp) {
+  std::vector<int> all(BuildModelSpec(model).layers.size());
+  std::iota(all.begin(), all.end(), 0);
+  return MultimodalModel(model, 1, all, TpShard{tp - 1, tp});
 }
 
 // LibTorch's CPU allocations on this thread (and the autograd engine's, which runs CPU graphs on the caller) while
@@ -102,17 +124,9 @@ TEST_CASE("the planner's activation memory of each layer is what its forward lea
   ConfigureTorchRuntime(1);
   for (const int tp : {1, 2}) {
     for (const std::string precision : {"fp32", "bf16"}) {
-      const Config cfg = MakeConfig(
-          {"model.encoders.vision.type=vision", "model.encoders.vision.image_size=128",
-           "model.encoders.vision.hidden_size=128", "model.encoders.vision.intermediate_size=512",
-           "model.encoders.audio.type=audio", "model.encoders.audio.num_frames=512",
-           "model.encoders.audio.hidden_size=128", "model.encoders.audio.intermediate_size=512",
-           "model.llm.hidden_size=256", "model.llm.num_heads=8", "model.llm.num_kv_heads=4",
-           "model.llm.intermediate_size=704", "data.seq_len=1024", "train.precision=" + precision});
+      const Config cfg = MemoryTestConfig(precision);
       const ModelSpec spec = BuildModelSpec(cfg.model);
-      std::vector<int> all(spec.layers.size());
-      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-      MultimodalModel model(cfg.model, 1, all, TpShard{tp - 1, tp});
+      MultimodalModel model = LastTpRank(cfg.model, tp);
       SyntheticDataset data(cfg.model, cfg.data, 1);
       const Batch batch = data.Get(0, 1);
       const double labelled = batch.labels.ne(-100).sum().item<double>();
@@ -159,14 +173,7 @@ TEST_CASE("a whole model's forward holds what the planner sums, and its backward
   ConfigureTorchRuntime(1);
   for (const std::string precision : {"fp32", "bf16"}) {
     for (const int micro : {1, 2}) {
-      const Config cfg = MakeConfig(
-          {"model.encoders.vision.type=vision", "model.encoders.vision.image_size=128",
-           "model.encoders.vision.hidden_size=128", "model.encoders.vision.intermediate_size=512",
-           "model.encoders.audio.type=audio", "model.encoders.audio.num_frames=512",
-           "model.encoders.audio.hidden_size=128", "model.encoders.audio.intermediate_size=512",
-           "model.llm.hidden_size=256", "model.llm.num_heads=8", "model.llm.num_kv_heads=4",
-           "model.llm.vocab_size=8000", "model.llm.intermediate_size=704", "data.seq_len=1024",
-           "train.precision=" + precision});
+      const Config cfg = MemoryTestConfig(precision, {"model.llm.vocab_size=8000"});
       MultimodalModel model(cfg.model, 1);
       SyntheticDataset data(cfg.model, cfg.data, 1);
       const Batch batch = data.Get(0, micro);
@@ -221,9 +228,7 @@ TEST_CASE("the planner's per-rank parameter count equals a tp slice's, towers sh
                          std::string("model.encoders.audio.tp=") + (audio_tp ? "true" : "false")});
       const Config cfg = MakeConfig(o);
       const ModelSpec spec = BuildModelSpec(cfg.model);
-      std::vector<int> all(spec.layers.size());
-      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-      const MultimodalModel model(cfg.model, 1, all, TpShard{tp - 1, tp});
+      const MultimodalModel model = LastTpRank(cfg.model, tp);
       const std::vector<LayerMemory> memory = EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 2, tp);
       const std::vector<LayerMemory> whole = EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 2, 1);
       std::vector<double> built(spec.layers.size(), 0.0);
