@@ -119,7 +119,8 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
       const bool recompute = spec.layers[i].recompute;
       // params: all of the layer's; cast: those autocast copies to bf16 for a product (not norms, embeddings or
       // the fused loss's head), whose copies the graph keeps. bytes: what one microbatch's forward leaves held.
-      double params = 0, cast = 0, bytes = 0;
+      // working: the most its backward allocates at once above that (the gradients it makes on the way).
+      double params = 0, cast = 0, bytes = 0, working = 0;
       if (c == spec.llm_chain()) {
         const LlmConfig& l = model.llm;
         const double d = static_cast<double>(l.hidden_size), v = static_cast<double>(l.vocab_size);
@@ -133,19 +134,34 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         if (pos == 0) {
           params = v * d / t;
           bytes = 4 * tokens * whole + (bf16 ? 4 * b * feature_tokens * d : 0);
+          working = 8 * tokens * d;
         } else if (pos == last) {
           // The fused loss (model/lm_loss.h): per labelled row the norm's input, output and scaled rows and the
           // input's gradient; per microbatch the head's weight gradient, made in the forward.
           params = d + d * v / t;
           bytes = 4 * b * labelled * 4 * d + (spec.layers[i].trainable ? 4 * v * d / t : 0);
+          working = 4 * tokens * d;  // the input's gradient, every row
         } else {
           cast = (d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0)) / t;
           params = 2 * d + cast;
           // Measured (tests/model/model_test.cc): fp32 eight hidden-width tensors, three of the query width, the
           // keys after RoPE and the values, four of the SwiGLU width, the attention's log-sum-exp; bf16 the products'
-          // inputs in bf16, the attention's in fp32, the SwiGLU in bf16. Recomputed: the output only.
-          const double split = bf16 ? 10 * q + 8 * kv + 8 * ff + 4 * heads : 4 * (3 * q + 2 * kv + 4 * ff + heads);
-          bytes = tokens * (recompute ? 4 * whole : (bf16 ? 34 : 32) * whole + split / t);
+          // inputs in bf16, the attention's in fp32, the SwiGLU in bf16. Frozen (a graph only to pass gradients
+          // back, as in LLaVA's first stage): no product keeps its input nor a norm its normalised rows, as no
+          // weight gradient needs them; four hidden-width tensors, two of the query width, one SwiGLU-wide tensor
+          // fewer. Recomputed: the output only.
+          double wide = 16, split = bf16 ? 8 * q + 8 * kv + 6 * ff + 4 * heads : 4 * (2 * q + 2 * kv + 3 * ff + heads);
+          if (spec.layers[i].trainable) {
+            wide = bf16 ? 34 : 32;
+            split = bf16 ? 10 * q + 8 * kv + 8 * ff + 4 * heads : 4 * (3 * q + 2 * kv + 4 * ff + heads);
+          }
+          const double saved = tokens * (wide * whole + split / t);
+          // The output, held by the next block's graph; not before the head, which keeps the labelled rows.
+          const double output = pos + 1 == last ? 0 : 4 * tokens * whole;
+          bytes = recompute ? output : saved - 4 * tokens * whole + output;
+          // Measured: three SwiGLU-wide gradients and two of the query width at once, in fp32 also under autocast;
+          // recomputed, on top of what its forward saves again first.
+          working = 4 * tokens * (3 * ff + 2 * q) / t + (recompute ? saved : 0);
         }
       } else {
         const EncoderConfig& e = model.encoders[c];
@@ -156,6 +172,7 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         if (pos == 0) {
           params = KindOf(e.type).embedding_parameters(e);
           bytes = b * EmbeddingBytes(e, bf16, cast);
+          working = 8 * tokens * d;
         } else if (pos == last) {
           const bool mlp = e.projector.type == ProjectorType::kMlp;
           params = (mlp ? (d * o + o + o * o) / et : d * o / et) + o;
@@ -164,9 +181,21 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
           // a lone product's input is the norm's output, or its split cast in bf16.
           const double low = bf16 ? 2 : 4;
           bytes = tokens * (mlp ? (bf16 ? 2 * d : 0) + 2 * low * o / et + low * o : (bf16 ? 2 * d / et : 0) + low * o);
+          working = 8 * tokens * o / et;
+          if (!spec.layers[i].trainable) {
+            // Frozen, passing gradients back to its tower: no product keeps its input, GELU its own.
+            bytes = tokens * ((mlp ? low * o / et : 0) + low * o);
+          } else if (!spec.layers[i - 1].needs_graph) {
+            // After a tower without a graph its input needs no gradient: the first product keeps its input (in
+            // fp32 the norm's output, which no graph counts before) but not its weight's bf16 copy.
+            if (!bf16) bytes += 4 * tokens * d;
+            cast -= d * o / et;
+          }
         } else if (pos == last - 1) {
           params = e.post_norm ? 2 * d : 0;
-          bytes = e.post_norm ? 4 * tokens * d : 0;  // else a view of the blocks' output
+          // The output, where a trained projector's first product keeps it (fp32; in bf16 it keeps its cast).
+          bytes = e.post_norm && spec.layers[i + 1].trainable && !bf16 ? 4 * tokens * d : 0;
+          working = 8 * tokens * d;
         } else {
           const double seq = b * static_cast<double>(EncoderSequence(e));
           // The output projection's and second MLP product's biases are whole (row-parallel).
@@ -178,12 +207,19 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
           // products made them. Recomputed: the output only.
           const double pairs = static_cast<double>(e.num_heads) * (PackedTower(e) ? 1 : EncoderSequence(e));
           const double split = bf16 ? 8 * d + 4 * ff + 2 * pairs : 4 * (4 * d + 2 * ff + pairs);
-          bytes = seq * (recompute ? 4 * d : (bf16 ? 12 : 16) * d + split / et);
+          const double saved = seq * ((bf16 ? 12 : 16) * d + split / et);
+          bytes = recompute ? 4 * seq * d : saved;
+          // Measured: the gradients of both MLP widths, of q/k/v and of the probabilities at once; recomputed, on
+          // top of what its forward saves again first.
+          working = (bf16 ? 2 : 4) * seq * (2 * ff + 2 * d + pairs) / et + (recompute ? saved : 0);
         }
       }
       out[i].parameters = params;
-      // bf16: autocast's copy of each cast weight, kept by the graph once per microbatch.
-      out[i].activation_bytes = spec.layers[i].needs_graph ? bytes + (bf16 ? 2 * cast : 0) : 0;
+      // bf16: autocast's copy of each cast weight, kept by the graph once per microbatch (by a recomputed layer's
+      // only while its backward runs).
+      const double copies = bf16 ? 2 * cast : 0;
+      out[i].activation_bytes = spec.layers[i].needs_graph ? bytes + (recompute ? 0 : copies) : 0;
+      out[i].backward_bytes = spec.layers[i].needs_graph ? working + (recompute ? copies : 0) : 0;
     }
   }
   return out;

@@ -34,16 +34,21 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
                                          const std::vector<InstanceLoad>& instances = {});
 
 // What one layer costs in memory, for placement: its parameters, and the bytes one microbatch's forward leaves
-// held until its backward: the tensors saved for backward and the output (a layer's input is its producer's output),
-// under autocast (`precision` bf16) also the bf16 copies of its weights; 0 without an autograd graph. Coefficients
-// measured against the allocator for fp32 and bf16, whole and at tp = 2 (tests/model/model_test.cc), assuming every
-// layer trains (a frozen layer that passes gradients keeps less) and one instance per encoder per sample;
-// sequence parallelism splits the LLM's hidden-width tensors (not measured). The LM head holds per labelled row
-// (`labelled_tokens` per sample; < 0: every token). Per rank of a tensor-parallel group of `tp` ranks (encoders
-// split only where model.encoders.<name>.tp says).
+// held until its backward: the tensors saved for backward and the output where the next layer's graph keeps it (a
+// layer's input is its producer's, or after a layer without a graph its own), under autocast (`precision` bf16)
+// also the bf16 copies of its weights; 0 without an autograd graph. Its backward allocates gradients on the way
+// while the saved tensors are still held: `backward_bytes` is the most at once (an LLM block's about a third of
+// what it holds; a recomputed layer's includes what its forward saves again), which a rank needs on top of what it
+// holds when that backward starts. Coefficients measured against the allocator for fp32 and bf16, whole and at
+// tp = 2, with every layer trained, the towers and the LLM frozen, the projectors frozen, or every block
+// recomputed (tests/model/model_test.cc), for one instance per encoder per sample; sequence parallelism splits the
+// LLM's hidden-width tensors (not measured). The LM head holds per labelled row (`labelled_tokens` per sample;
+// < 0: every token). Per rank of a tensor-parallel group of `tp` ranks (encoders split only where
+// model.encoders.<name>.tp says).
 struct LayerMemory {
   double parameters = 0;
   double activation_bytes = 0;
+  double backward_bytes = 0;
 };
 
 std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,

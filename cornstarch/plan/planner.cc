@@ -250,11 +250,15 @@ PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const s
 
 std::vector<double> RankMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
                                     const std::vector<LayerMemory>& memory) {
-  // What one microbatch's forward leaves for its backward, per stage (none without a backward).
-  std::vector<double> activations(plan.stages.size(), 0.0);
+  // What one microbatch's forward leaves for its backward, per stage (none without a backward), and the most its
+  // backward allocates on top at once (one layer's backward runs at a time).
+  std::vector<double> activations(plan.stages.size(), 0.0), working(plan.stages.size(), 0.0);
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     if (!plan.graph.has_backward[s]) continue;
-    for (int l : plan.stages[s].layers) activations[s] += memory[l].activation_bytes;
+    for (int l : plan.stages[s].layers) {
+      activations[s] += memory[l].activation_bytes;
+      working[s] = std::max(working[s], memory[l].backward_bytes);
+    }
   }
   std::vector<double> bytes;
   for (int r = 0; r < plan.graph.num_ranks(); ++r) {
@@ -262,7 +266,10 @@ std::vector<double> RankMemoryBytes(const PipelinePlan& plan, const ModelSpec& s
     for (int l : LayersOfRank(plan, r)) weights += memory[l].parameters * (spec.layers[l].trainable ? 16 : 4);
     for (const Action& a : plan.schedule[r]) {
       if (a.type == ActionType::kForward) peak = std::max(peak, live += activations[a.stage]);
-      if (a.type == ActionType::kBackward) live -= activations[a.stage];
+      if (a.type == ActionType::kBackward) {
+        peak = std::max(peak, live + working[a.stage]);
+        live -= activations[a.stage];
+      }
     }
     bytes.push_back(weights + peak);
   }

@@ -78,7 +78,7 @@ PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const s
 
 // Peak bytes of each pipeline rank under the plan's schedule: fp32 weights, for trainable parameters also the
 // gradient and AdamW's two moments, and the activations its stages hold between a microbatch's forward and
-// backward, at the schedule's fullest moment.
+// backward, at the schedule's fullest moment (a backward's working gradients included).
 std::vector<double> RankMemoryBytes(const PipelinePlan& plan, const ModelSpec& spec,
                                     const std::vector<LayerMemory>& memory);
 

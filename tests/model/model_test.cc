@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "cornstarch/plan/bitfield_mask.h"
 #include "cornstarch/model/dense_attention.h"
@@ -45,6 +46,17 @@ Config MemoryTestConfig(const std::string& precision, const std::vector<std::str
       "model.llm.intermediate_size=704", "data.seq_len=1024", "train.precision=" + precision};
   overrides.insert(overrides.end(), more.begin(), more.end());
   return MakeConfig(overrides);
+}
+
+// What the memory tests vary: nothing frozen; the towers and the LLM (LLaVA's first stage: only the projectors
+// train, and the frozen LLM passes their gradients back); the projectors; every block recomputed in its backward.
+std::vector<std::pair<std::string, std::vector<std::string>>> FrozenVariants() {
+  return {{"all trained", {}},
+          {"towers and LLM frozen",
+           {"model.llm.frozen=true", "model.encoders.vision.frozen=true", "model.encoders.audio.frozen=true"}},
+          {"projectors frozen",
+           {"model.encoders.vision.projector.frozen=true", "model.encoders.audio.projector.frozen=true"}},
+          {"recomputed", {"model.activation_checkpointing=true"}}};
 }
 
 // Every layer of `model`, as the last rank of a tp-way group holds them (TpShard cuts without a collective).
@@ -122,67 +134,95 @@ TEST_CASE("the planner's activation memory of each layer is what its forward lea
   // allocator's own bookkeeping is ~0.5%), fp32 and bf16, whole and as the slice of rank 1 of tp = 2 (TpShard: no
   // collective; the LLM's embedding and head, which need the group under tp, are measured whole).
   ConfigureTorchRuntime(1);
-  for (const int tp : {1, 2}) {
-    for (const std::string precision : {"fp32", "bf16"}) {
-      const Config cfg = MemoryTestConfig(precision);
-      const ModelSpec spec = BuildModelSpec(cfg.model);
-      MultimodalModel model = LastTpRank(cfg.model, tp);
-      SyntheticDataset data(cfg.model, cfg.data, 1);
-      const Batch batch = data.Get(0, 1);
-      const double labelled = batch.labels.ne(-100).sum().item<double>();
-      const Precision p = EffectivePrecision(cfg.train);
-      const std::vector<LayerMemory> memory =
-          EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 1, tp, false, p, labelled);
-      const int head = spec.chains[spec.llm_chain()].end - 1;
-      for (int pass = 0; pass < 2; ++pass) {  // the first warms up what is made once (RoPE tables, thread pools)
-        std::vector<torch::Tensor> kept;
-        ForwardContext ctx = model.MakeContext(batch);
-        for (int c = 0; c <= spec.llm_chain(); ++c) {
-          const bool llm = c == spec.llm_chain();
-          torch::Tensor x = llm ? torch::Tensor() : batch.modalities[c].inputs;
-          int begin = spec.chains[c].begin, end = spec.chains[c].end;
-          if (llm && tp > 1) {  // the blocks only, on a stand-in for the embedding's output
-            x = torch::randn({1, cfg.data.seq_len, cfg.model.llm.hidden_size}).requires_grad_(true);
-            ++begin, --end;
-          }
-          for (int i = begin; i < end; ++i) {
-            const double before = HeldBytes();
-            {
-              const AutocastGuard autocast(torch::kCPU, {p == Precision::kBf16, torch::kBFloat16});
-              x = i == head ? model.HeadLossSum(x, batch) : model.RunLayer(i, x, ctx);
+  for (const auto& [variant, frozen] : FrozenVariants()) {
+    for (const int tp : {1, 2}) {
+      for (const std::string precision : {"fp32", "bf16"}) {
+        const Config cfg = MemoryTestConfig(precision, frozen);
+        const ModelSpec spec = BuildModelSpec(cfg.model);
+        MultimodalModel model = LastTpRank(cfg.model, tp);
+        SyntheticDataset data(cfg.model, cfg.data, 1);
+        const Batch batch = data.Get(0, 1);
+        const double labelled = batch.labels.ne(-100).sum().item<double>();
+        const Precision p = EffectivePrecision(cfg.train);
+        const std::vector<LayerMemory> memory =
+            EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 1, tp, false, p, labelled);
+        const int head = spec.chains[spec.llm_chain()].end - 1;
+        for (int pass = 0; pass < 2; ++pass) {  // the first warms up what is made once (RoPE tables, thread pools)
+          // Only the graphs keep the layers' outputs, as in a pipeline; x, the last output, is this loop's.
+          std::vector<double> held(spec.layers.size(), 0.0);
+          ForwardContext ctx = model.MakeContext(batch);
+          for (int c = 0; c <= spec.llm_chain(); ++c) {
+            const bool llm = c == spec.llm_chain();
+            torch::Tensor x = llm ? torch::Tensor() : batch.modalities[c].inputs;
+            int begin = spec.chains[c].begin, end = spec.chains[c].end;
+            if (llm && tp > 1) {  // the blocks only, on a stand-in for the embedding's output
+              x = torch::randn({1, cfg.data.seq_len, cfg.model.llm.hidden_size}).requires_grad_(true);
+              ++begin, --end;
             }
-            kept.push_back(x);
-            const double held = HeldBytes() - before;
-            if (pass == 0) continue;
-            INFO("tp " << tp << " " << precision << " " << spec.layers[i].name << ": held " << held
-                       << " bytes, estimated " << memory[i].activation_bytes);
-            CHECK(std::abs(held - memory[i].activation_bytes) <= 0.05 * held);
+            for (int i = begin; i < end; ++i) {
+              const double before = HeldBytes();
+              torch::Tensor in = std::move(x);
+              {
+                const AutocastGuard autocast(torch::kCPU, {p == Precision::kBf16, torch::kBFloat16});
+                x = i == head ? model.HeadLossSum(in, batch) : model.RunLayer(i, in, ctx);
+              }
+              held[i] = HeldBytes() - before;
+              // The input, once this loop lets go of it, is freed unless a graph keeps it: then it was not
+              // held on the producer's account. After a layer without a graph, what it leaves held is kept by this
+              // layer's graph: it counts here.
+              const double with_input = HeldBytes();
+              in = torch::Tensor();
+              if (i > begin) held[i - 1] -= with_input - HeldBytes();
+              if (i > begin && !spec.layers[i - 1].needs_graph) held[i] += std::exchange(held[i - 1], 0.0);
+            }
+            if (!llm) ctx.features.push_back(x);  // the executor keeps a tower's output, its message
+            // The head, not run at tp > 1, keeps only the labelled rows of its input, as measured at tp = 1 (x
+            // holds the graph: it cannot be let go of here).
+            if (llm && tp > 1) held[end - 1] -= static_cast<double>(x.storage().nbytes());
           }
-          if (!llm) ctx.features.push_back(x);
+          if (pass == 0) continue;
+          for (size_t i = 0; i < spec.layers.size(); ++i) {
+            if (tp > 1 && (static_cast<int>(i) == head || static_cast<int>(i) == spec.chains[spec.llm_chain()].begin)) {
+              continue;  // not run: they need the group
+            }
+            INFO(variant << ", tp " << tp << ", " << precision << ", " << spec.layers[i].name << ": held " << held[i]
+                         << " bytes, estimated " << memory[i].activation_bytes);
+            // 8 KiB: the allocator's bookkeeping, beside a frozen head's few labelled rows.
+            CHECK(std::abs(held[i] - memory[i].activation_bytes) <= std::max(0.05 * held[i], 8192.0));
+          }
         }
       }
     }
   }
 }
 
-TEST_CASE("a whole model's forward holds what the planner sums, and its backward adds little on top", "[model][memory]") {
+TEST_CASE("a whole model's forward holds what the planner sums, and its backward's peak is bounded", "[model][memory]") {
   // One microbatch in flight on one stage holding every layer: the forward's allocations still held at its end
-  // against the sum of EstimateLayerMemory (within 3%), and the backward's peak above that (its transient
-  // gradients, while it frees the saved tensors as it goes) under 10% of it, so that sum is the stage's peak.
-  // fp32 and bf16, micro-batch 1 and 2.
+  // against the sum of EstimateLayerMemory's activation bytes (within 3%), and the backward's peak (its gradients
+  // on the way, while it frees the saved tensors as it goes) against that sum plus the largest layer's backward
+  // bytes, as RankMemoryBytes counts a stage: never more than 3% above, at most 15% below (the estimate is an upper
+  // bound: a trained head's weight gradient, made in the forward, leaves before the blocks' backward, and bf16
+  // gradients are estimated as fp32); recomputed, at most 35% below (its estimate stacks a block's recomputed
+  // tensors and its gradients, where the backward frees some of the first before making all of the second).
+  // fp32 and bf16, micro-batch 1 and 2, with each of FrozenVariants: without the backward's working gradients a
+  // frozen LLM's peak is 10-15% above the held sum, and a recomputed model's 1.5-2.6x.
   ConfigureTorchRuntime(1);
+  for (const auto& [variant, frozen] : FrozenVariants())
   for (const std::string precision : {"fp32", "bf16"}) {
     for (const int micro : {1, 2}) {
-      const Config cfg = MemoryTestConfig(precision, {"model.llm.vocab_size=8000"});
+      std::vector<std::string> overrides = frozen;
+      overrides.push_back("model.llm.vocab_size=8000");
+      const Config cfg = MemoryTestConfig(precision, overrides);
       MultimodalModel model(cfg.model, 1);
       SyntheticDataset data(cfg.model, cfg.data, 1);
       const Batch batch = data.Get(0, micro);
       const Precision p = EffectivePrecision(cfg.train);
       const double labelled = batch.labels.ne(-100).sum().item<double>() / micro;
-      double estimated = 0;
+      double estimated = 0, working = 0;
       for (const LayerMemory& m : EstimateLayerMemory(cfg.model, model.spec(), cfg.data.seq_len, micro, 1, false, p,
                                                       labelled)) {
         estimated += m.activation_bytes;
+        working = std::max(working, m.backward_bytes);
       }
       for (int pass = 0; pass < 2; ++pass) {  // the first allocates the parameters' gradients
         const auto reporter = std::make_shared<PeakReporter>();
@@ -205,10 +245,11 @@ TEST_CASE("a whole model's forward holds what the planner sums, and its backward
         loss.backward();
         const double backward = static_cast<double>(reporter->peak) - held;
         if (pass == 0) continue;
-        INFO(precision << " micro-batch " << micro << ": held " << held << " bytes, estimated " << estimated
-                       << "; the backward's peak " << backward << " above");
+        INFO(variant << ", " << precision << ", micro-batch " << micro << ": held " << held << " bytes, estimated " << estimated
+                       << "; the backward's peak " << backward << " above, estimated " << working);
         CHECK(std::abs(held - estimated) <= 0.03 * held);
-        CHECK(backward <= 0.1 * held);
+        CHECK(held + backward <= 1.03 * (estimated + working));
+        CHECK(held + backward >= (variant == "recomputed" ? 0.65 : 0.85) * (estimated + working));
       }
     }
   }
@@ -605,3 +646,4 @@ TEST_CASE("the head loss at the labelled rows equals TokenLossSum of the full lo
     }
   }
 }
+

@@ -139,7 +139,7 @@ TEST_CASE("rank memory: weights, optimizer state of trainable layers, activation
   const ModelSpec spec = BuildModelSpec(c.model);
   const PipelinePlan plan = PlanPipeline(spec, Costs(c, spec), 3, 8, PlanMode::kUniform);
   std::vector<LayerMemory> memory(spec.layers.size());
-  for (size_t l = 0; l < memory.size(); ++l) memory[l] = {1000.0 + static_cast<double>(l), 7.0};
+  for (size_t l = 0; l < memory.size(); ++l) memory[l] = {1000.0 + static_cast<double>(l), 7.0, 3.0 + 0.5 * l};
   const std::vector<double> bytes = RankMemoryBytes(plan, spec, memory);
   REQUIRE(bytes.size() == 3);
   for (int s = 0; s < 3; ++s) {
@@ -147,7 +147,8 @@ TEST_CASE("rank memory: weights, optimizer state of trainable layers, activation
     int depth = 1;
     for (int t = s; !plan.graph.next[t].empty(); t = plan.graph.next[t][0]) ++depth;
     const int in_flight = plan.graph.has_backward[s] ? std::min(8, depth) : 0;
-    double expected = 0;
+    // The fullest moment is a backward's start: then its largest layer's (the stage's last) working gradients too.
+    double expected = plan.graph.has_backward[s] ? memory[plan.stages[s].layers.back()].backward_bytes : 0;
     for (int l : plan.stages[s].layers) {
       expected += memory[l].parameters * (spec.layers[l].trainable ? 16 : 4) + in_flight * memory[l].activation_bytes;
     }
