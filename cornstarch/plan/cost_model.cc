@@ -133,13 +133,18 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         const double whole = sequence_parallel ? d / t : d;
         if (pos == 0) {
           params = v * d / t;
-          bytes = 4 * tokens * whole + (bf16 ? 4 * b * feature_tokens * d : 0);
+          // The output, and the encoders' features widened to fp32 where they are placed: kept in one process
+          // under autocast, and under sequence parallelism, all of them, by one rank of the group (measured; the
+          // estimate is the fullest rank's).
+          const bool widened = sequence_parallel || (bf16 && tp == 1);
+          bytes = 4 * tokens * whole + (widened ? 4 * b * feature_tokens * d : 0);
           working = 8 * tokens * d;
         } else if (pos == last) {
           // The fused loss (model/lm_loss.h): per labelled row the norm's input, output and scaled rows and the
           // input's gradient; per microbatch the head's weight gradient, made in the forward.
           params = d + d * v / t;
           bytes = 4 * b * labelled * 4 * d + (spec.layers[i].trainable ? 4 * v * d / t : 0);
+          if (sequence_parallel) bytes += 4 * tokens * d;  // the gathered input, every row
           working = 4 * tokens * d;  // the input's gradient, every row
         } else {
           cast = (d * q + 2 * d * kv + q * d + 3 * d * ff + (l.attention_bias ? q + 2 * kv : 0)) / t;
@@ -156,9 +161,14 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
             split = bf16 ? 10 * q + 8 * kv + 8 * ff + 4 * heads : 4 * (3 * q + 2 * kv + 4 * ff + heads);
           }
           const double saved = tokens * (wide * whole + split / t);
-          // The output, held by the next block's graph; not before the head, which keeps the labelled rows.
-          const double output = pos + 1 == last ? 0 : 4 * tokens * whole;
-          bytes = recompute ? output : saved - 4 * tokens * whole + output;
+          // The output, held by the next block's graph; not before the head, which keeps the labelled rows (under
+          // sequence parallelism it normalises this rank's piece before gathering it).
+          const double output = pos + 1 == last && !sequence_parallel ? 0 : 4 * tokens * whole;
+          // Under sequence parallelism the products' inputs are gathered whole: the attention's and the MLP's
+          // (fp32), or their casts for each product (bf16: three and two).
+          const double gathered =
+              sequence_parallel && spec.layers[i].trainable ? tokens * (bf16 ? 10 : 8) * (d - whole) : 0;
+          bytes = recompute ? output : saved - 4 * tokens * whole + output + gathered;
           // Measured: three SwiGLU-wide gradients and two of the query width at once, in fp32 also under autocast;
           // recomputed, on top of what its forward saves again first.
           working = 4 * tokens * (3 * ff + 2 * q) / t + (recompute ? saved : 0);

@@ -41,10 +41,10 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
 // what it holds; a recomputed layer's includes what its forward saves again), which a rank needs on top of what it
 // holds when that backward starts. Coefficients measured against the allocator for fp32 and bf16, whole and at
 // tp = 2, with every layer trained, the towers and the LLM frozen, the projectors frozen, or every block
-// recomputed (tests/model/model_test.cc), for one instance per encoder per sample; sequence parallelism splits the
-// LLM's hidden-width tensors (not measured). The LM head holds per labelled row (`labelled_tokens` per sample;
-// < 0: every token). Per rank of a tensor-parallel group of `tp` ranks (encoders split only where
-// model.encoders.<name>.tp says).
+// recomputed (tests/model/model_test.cc), and in a tp = 2 group with and without sequence parallelism
+// (tests/train/tp_parity_test.cc), for one instance per encoder per sample. The LM head holds per labelled row
+// (`labelled_tokens` per sample; < 0: every token). Per rank of a tensor-parallel group of `tp` ranks (encoders
+// split only where model.encoders.<name>.tp says; the fullest rank's where ranks differ).
 struct LayerMemory {
   double parameters = 0;
   double activation_bytes = 0;

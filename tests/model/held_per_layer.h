@@ -1,0 +1,34 @@
+// What each layer of a model leaves held after one microbatch's forward, measured against glibc's allocator, for
+// the memory tests to compare with the planner's EstimateLayerMemory (plan/cost_model.h) under its attribution:
+// the tensors a layer's graph saves, and its output where the next layer's graph keeps it. Only the graphs keep
+// outputs, as in a pipeline stage; after a layer without a graph, what it leaves held counts for the layer whose
+// graph keeps it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cornstarch/data/batch.h"
+#include "cornstarch/dist/communicator.h"
+#include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/plan/config.h"
+
+namespace cornstarch {
+
+// The model the memory tests measure: a vision and an audio tower of 256 tokens each and a 4-layer LLM over 1024
+// tokens, large enough that the allocator's own bookkeeping is small beside the tensors; `more` overrides added.
+Config MemoryTestConfig(const std::string& precision, const std::vector<std::string>& more = {});
+
+// What glibc's allocator holds: its in-use chunks over all arenas and its mmapped blocks.
+double HeldBytes();
+
+// Runs every layer of `model` in order on `batch` (under CPU autocast in bf16; the LM head as the fused loss, its
+// output the summed loss), in the tp group `tp` (null: none), twice: the first warms up what is made once (RoPE
+// tables, thread pools, the collectives' buffers); returns the second's bytes per layer. With `llm_stand_in` the
+// LLM's embedding and head, which a tp slice can run only in its group, are not run (their entries are 0): the
+// blocks start from a random stand-in for the embedding's output, and the last block's output counts as let go,
+// as the head keeps only the labelled rows of its input.
+std::vector<double> HeldPerLayer(MultimodalModel& model, const Batch& batch, Communicator* tp, Precision precision,
+                                 bool llm_stand_in);
+
+}  // namespace cornstarch
