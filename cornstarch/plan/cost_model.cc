@@ -18,6 +18,19 @@ double TransformerBlockFlops(double tokens, double d, double ff, double attn_inn
   return projections + attention + mlp;
 }
 
+// What the data holds of encoder `c`, or one config-sized instance per sample where nothing is given.
+InstanceLoad LoadOf(const std::vector<InstanceLoad>& instances, int c) {
+  return c < static_cast<int>(instances.size()) ? instances[c] : InstanceLoad{};
+}
+double PerSample(const InstanceLoad& load) { return load.per_sample >= 0 ? load.per_sample : 1; }
+double InstanceTokens(const InstanceLoad& load, const EncoderConfig& e) {
+  return load.tokens >= 0 ? load.tokens : static_cast<double>(EncoderTokens(e));
+}
+// The tokens its blocks attend over: CLIP's class token too (images at their own resolution have none).
+double InstanceSequence(const InstanceLoad& load, const EncoderConfig& e) {
+  return load.tokens >= 0 ? load.tokens : static_cast<double>(EncoderSequence(e));
+}
+
 }  // namespace
 
 std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
@@ -42,9 +55,9 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
         }
       } else {
         const EncoderConfig& e = model.encoders[c];
-        const InstanceLoad load = c < static_cast<int>(instances.size()) ? instances[c] : InstanceLoad{};
+        const InstanceLoad load = LoadOf(instances, c);
         const double nominal = static_cast<double>(EncoderTokens(e)), d = static_cast<double>(e.hidden_size);
-        const double t = load.tokens >= 0 ? load.tokens : nominal;
+        const double t = InstanceTokens(load, e);
         if (pos == 0) {
           f = KindOf(e.type).embedding_flops(e) * t / nominal;  // per token: the patch product
         } else if (pos == last) {
@@ -53,7 +66,7 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
         } else if (pos == last - 1) {
           f = 5 * t * d;  // LayerNorm
         } else {
-          const double n = load.tokens >= 0 ? t : static_cast<double>(EncoderSequence(e));  // CLIP's class token too
+          const double n = InstanceSequence(load, e);
           const double pairs = load.pairs >= 0 ? load.pairs : n * n;
           f = TransformerBlockFlops(n, d, static_cast<double>(e.intermediate_size), d, d, pairs, 2);
         }
@@ -78,14 +91,12 @@ double EmbeddingBytes(const EncoderConfig& e, bool bf16, double& cast) {
   double elements = 1;
   for (int64_t x : input) elements *= static_cast<double>(x);
   double bytes = bf16 ? 2 * elements : 0;
-  // A packed tower's embedding is one product over rows of patches ([patches, C * P * P]); else convolutions over
-  // [C, spatial...].
+  // A packed tower's embedding is one product over rows of patches ([patches, C * P * P]), whose input needs no
+  // gradient: no bf16 copy of its weight is kept. Its learned positions, the table resized to each image's grid,
+  // are kept by the copy that packs them as the patches are (measured). Else convolutions over [C, spatial...].
+  const double tokens = static_cast<double>(EncoderSequence(e)), d = static_cast<double>(e.hidden_size);
+  if (PackedTower(e) && r.positions == EmbeddingRecipe::Positions::kLearned) bytes += 4 * tokens * d;
   std::vector<int64_t> spatial(input.begin() + 1, input.end());
-  if (PackedTower(e)) {
-    for (const EmbeddingRecipe::Conv& c : r.convs) {
-      cast += static_cast<double>(c.out) * static_cast<double>(input.back() + (c.bias ? 1 : 0));
-    }
-  }
   for (size_t i = 0; i < r.convs.size() && !PackedTower(e); ++i) {
     const EmbeddingRecipe::Conv& c = r.convs[i];
     cast += static_cast<double>(c.out) * (static_cast<double>(c.in) * std::pow(c.kernel, c.dims) + (c.bias ? 1 : 0));
@@ -93,7 +104,6 @@ double EmbeddingBytes(const EncoderConfig& e, bool bf16, double& cast) {
     for (int64_t& x : spatial) x = (x + 2 * c.padding - c.kernel) / c.stride + 1, out *= static_cast<double>(x);
     if (c.gelu) bytes += low * out * (i + 1 < r.convs.size() ? 2 : 1);
   }
-  const double tokens = static_cast<double>(EncoderSequence(e)), d = static_cast<double>(e.hidden_size);
   const bool widened = r.positions != EmbeddingRecipe::Positions::kNone || r.pre_norm;
   return bytes + (widened ? 4 : low) * tokens * d + (r.pre_norm ? 4 * tokens * d : 0);
 }
@@ -102,15 +112,24 @@ double EmbeddingBytes(const EncoderConfig& e, bool bf16, double& cast) {
 
 std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
                                              int64_t micro_batch_size, int64_t tp, bool sequence_parallel,
-                                             Precision precision, double labelled_tokens) {
+                                             Precision precision, double labelled_tokens,
+                                             const std::vector<InstanceLoad>& instances) {
   std::vector<LayerMemory> out(spec.layers.size());
   const double b = static_cast<double>(micro_batch_size);
   const double t = static_cast<double>(tp);
   const bool bf16 = precision == Precision::kBf16;
   const double labelled = labelled_tokens < 0 ? static_cast<double>(seq_len) : labelled_tokens;
-  // Per sample: the LLM embedding widens each encoder's bf16 features to fp32 before placing them.
-  double feature_tokens = 0;
-  for (const EncoderConfig& e : model.encoders) feature_tokens += static_cast<double>(EncoderTokens(e));
+  // Per sample: the encoders' features the LLM embedding keeps as the source of the copy that places them, where
+  // that source is a tensor of its own: in one process, features it widens to fp32 (bf16) or picks out of a packed
+  // tower's rows; under sequence parallelism every encoder's, on one rank of the group (measured; the estimate is
+  // the fullest rank's); at tp > 1 without it, none.
+  double placed_tokens = 0;
+  for (int k = 0; k < static_cast<int>(model.encoders.size()); ++k) {
+    const EncoderConfig& e = model.encoders[k];
+    if (sequence_parallel || (tp == 1 && (bf16 || PackedTower(e)))) {
+      placed_tokens += PerSample(LoadOf(instances, k)) * InstanceTokens(LoadOf(instances, k), e);
+    }
+  }
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ChainSpec& chain = spec.chains[c];
     const int last = chain.end - 1 - chain.begin;
@@ -133,17 +152,15 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         const double whole = sequence_parallel ? d / t : d;
         if (pos == 0) {
           params = v * d / t;
-          // The output, and the encoders' features widened to fp32 where they are placed: kept in one process
-          // under autocast, and under sequence parallelism, all of them, by one rank of the group (measured; the
-          // estimate is the fullest rank's).
-          const bool widened = sequence_parallel || (bf16 && tp == 1);
-          bytes = 4 * tokens * whole + (widened ? 4 * b * feature_tokens * d : 0);
+          bytes = 4 * tokens * whole + 4 * b * placed_tokens * d;  // the output, and the features kept
           working = 8 * tokens * d;
         } else if (pos == last) {
           // The fused loss (model/lm_loss.h): per labelled row the norm's input, output and scaled rows and the
-          // input's gradient; per microbatch the head's weight gradient, made in the forward.
+          // input's gradient (frozen: three of them, measured); per microbatch the head's weight gradient, made in
+          // the forward.
           params = d + d * v / t;
-          bytes = 4 * b * labelled * 4 * d + (spec.layers[i].trainable ? 4 * v * d / t : 0);
+          const bool trained = spec.layers[i].trainable;
+          bytes = 4 * b * labelled * (trained ? 4 : 3) * d + (trained ? 4 * v * d / t : 0);
           if (sequence_parallel) bytes += 4 * tokens * d;  // the gathered input, every row
           working = 4 * tokens * d;  // the input's gradient, every row
         } else {
@@ -178,10 +195,15 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         const double d = static_cast<double>(e.hidden_size), ff = static_cast<double>(e.intermediate_size);
         const double o = static_cast<double>(model.llm.hidden_size);
         const double et = e.tp ? t : 1;  // a sharded tower's blocks and projector hold 1/tp of their width
-        const double tokens = b * static_cast<double>(EncoderTokens(e));
+        // Everything an instance holds is per token of it, apart from the weights' bf16 copies (per microbatch).
+        const InstanceLoad load = LoadOf(instances, c);
+        const double n = b * PerSample(load), per = InstanceTokens(load, e);
+        const double tokens = n * per;
+        // CLIP's class token dropped with no norm after the blocks: the projector reads a strided slice.
+        const bool sliced = !e.post_norm && EncoderSequence(e) > EncoderTokens(e);
         if (pos == 0) {
           params = KindOf(e.type).embedding_parameters(e);
-          bytes = b * EmbeddingBytes(e, bf16, cast);
+          bytes = n * EmbeddingBytes(e, bf16, cast) * per / static_cast<double>(EncoderTokens(e));
           working = 8 * tokens * d;
         } else if (pos == last) {
           const bool mlp = e.projector.type == ProjectorType::kMlp;
@@ -200,6 +222,8 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
             // fp32 the norm's output, which no graph counts before) but not its weight's bf16 copy.
             if (!bf16) bytes += 4 * tokens * d;
             cast -= d * o / et;
+          } else if (sliced && !bf16) {
+            bytes += 4 * tokens * d;  // the first product keeps a contiguous copy of the slice it reads
           }
         } else if (pos == last - 1) {
           params = e.post_norm ? 2 * d : 0;
@@ -207,18 +231,22 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
           bytes = e.post_norm && spec.layers[i + 1].trainable && !bf16 ? 4 * tokens * d : 0;
           working = 8 * tokens * d;
         } else {
-          const double seq = b * static_cast<double>(EncoderSequence(e));
+          const double seq = n * InstanceSequence(load, e);
           // The output projection's and second MLP product's biases are whole (row-parallel).
           cast = (3 * d * d + 3 * d + d * d + d * ff + ff + ff * d) / et + 2 * d;
           params = 4 * d + cast;
           // Measured like the LLM's: fp32 four hidden-width tensors whole, q/k/v and the attention's output (one
           // storage of 3d, and d) and the MLP before and after GELU split, and the softmax's probabilities (heads x
-          // sequence per token; a packed tower's kernel keeps a log-sum-exp instead); bf16 likewise, in bf16 where
-          // products made them. Recomputed: the output only.
+          // sequence per token); bf16 likewise, in bf16 where products made them. A packed tower's bitfield kernel
+          // keeps instead a log-sum-exp per head, q/k/v in fp32 (bf16: widened copies) and its own output beside
+          // the output projection's input. Recomputed: the output only.
           const double pairs = static_cast<double>(e.num_heads) * (PackedTower(e) ? 1 : EncoderSequence(e));
-          const double split = bf16 ? 8 * d + 4 * ff + 2 * pairs : 4 * (4 * d + 2 * ff + pairs);
+          double split = bf16 ? 8 * d + 4 * ff + 2 * pairs : 4 * (4 * d + 2 * ff + pairs);
+          if (PackedTower(e)) split = bf16 ? 18 * d + 4 * ff + 4 * pairs : 4 * (5 * d + 2 * ff + pairs);
           const double saved = seq * ((bf16 ? 12 : 16) * d + split / et);
-          bytes = recompute ? 4 * seq * d : saved;
+          // The last block's output where the projector reads a strided slice of it: no graph keeps it.
+          const double output = pos == last - 2 && sliced ? 4 * seq * d : 0;
+          bytes = (recompute ? 4 * seq * d : saved) - output;
           // Measured: the gradients of both MLP widths, of q/k/v and of the probabilities at once; recomputed, on
           // top of what its forward saves again first.
           working = (bf16 ? 2 : 4) * seq * (2 * ff + 2 * d + pairs) / et + (recompute ? saved : 0);

@@ -41,10 +41,12 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
 // what it holds; a recomputed layer's includes what its forward saves again), which a rank needs on top of what it
 // holds when that backward starts. Coefficients measured against the allocator for fp32 and bf16, whole and at
 // tp = 2, with every layer trained, the towers and the LLM frozen, the projectors frozen, or every block
-// recomputed (tests/model/model_test.cc), and in a tp = 2 group with and without sequence parallelism
-// (tests/train/tp_parity_test.cc), for one instance per encoder per sample. The LM head holds per labelled row
-// (`labelled_tokens` per sample; < 0: every token). Per rank of a tensor-parallel group of `tp` ranks (encoders
-// split only where model.encoders.<name>.tp says; the fullest rank's where ranks differ).
+// recomputed (tests/model/model_test.cc), in a tp = 2 group with and without sequence parallelism
+// (tests/train/tp_parity_test.cc), and with several instances per sample, images at their own resolution included.
+// The LM head holds per labelled row (`labelled_tokens` per sample; < 0: every token); an encoder's layers per
+// token of what the data holds (`instances` as for EstimateForwardFlops: instances per sample and their mean tokens;
+// empty: one config-sized instance). Per rank of a tensor-parallel group of `tp` ranks (encoders split only where
+// model.encoders.<name>.tp says; the fullest rank's where ranks differ).
 struct LayerMemory {
   double parameters = 0;
   double activation_bytes = 0;
@@ -54,7 +56,8 @@ struct LayerMemory {
 std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
                                              int64_t micro_batch_size, int64_t tp = 1,
                                              bool sequence_parallel = false, Precision precision = Precision::kFp32,
-                                             double labelled_tokens = -1);
+                                             double labelled_tokens = -1,
+                                             const std::vector<InstanceLoad>& instances = {});
 
 // Applies the backward rule to per-layer forward costs.
 std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector<double>& forward);

@@ -2,7 +2,7 @@
 // the memory tests to compare with the planner's EstimateLayerMemory (plan/cost_model.h) under its attribution:
 // the tensors a layer's graph saves, and its output where the next layer's graph keeps it. Only the graphs keep
 // outputs, as in a pipeline stage; after a layer without a graph, what it leaves held counts for the layer whose
-// graph keeps it.
+// graph keeps it; an output that is a view of the layer's input (a slice) is its input's producer's storage.
 #pragma once
 
 #include <string>
@@ -18,6 +18,12 @@ namespace cornstarch {
 // The model the memory tests measure: a vision and an audio tower of 256 tokens each and a 4-layer LLM over 1024
 // tokens, large enough that the allocator's own bookkeeping is small beside the tensors; `more` overrides added.
 Config MemoryTestConfig(const std::string& precision, const std::vector<std::string>& more = {});
+
+// A microbatch of counts.size() sequences of cfg.data.seq_len tokens, sample b holding counts[b][k] instances of
+// encoder k one after another behind a short prompt, then a labelled answer, then padding; a packed tower's images
+// take the grids of `grids` in turn. Inputs and tokens random (seeded).
+Batch InstancesBatch(const Config& cfg, const std::vector<std::vector<int>>& counts,
+                     const std::vector<PatchGrid>& grids);
 
 // What glibc's allocator holds: its in-use chunks over all arenas and its mmapped blocks.
 double HeldBytes();

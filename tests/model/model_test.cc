@@ -131,8 +131,51 @@ TEST_CASE("the planner's activation memory of each layer is what its forward lea
           if (tp > 1 && (i == llm.begin || i == llm.end - 1)) continue;  // not run: they need the group
           INFO(variant << ", tp " << tp << ", " << precision << ", " << spec.layers[i].name << ": held " << held[i]
                        << " bytes, estimated " << memory[i].activation_bytes);
-          // 8 KiB: the allocator's bookkeeping, beside a frozen head's few labelled rows.
-          CHECK(std::abs(held[i] - memory[i].activation_bytes) <= std::max(0.05 * held[i], 8192.0));
+          // 16 KiB: beside a frozen head's few labelled rows, the allocator's bookkeeping and 8-13 KiB the head
+          // holds whatever its rows (measured, trained or frozen, 3 to 64 rows).
+          CHECK(std::abs(held[i] - memory[i].activation_bytes) <= std::max(0.05 * held[i], 16384.0));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("each layer holds what the planner estimates for the instances the data holds", "[model][memory]") {
+  // Several instances per sample, in differing numbers: images at their own resolution (five sizes over two
+  // samples, packed), CLIP images without a post-norm (their class token), audio clips; the loads given to
+  // EstimateLayerMemory are counted here from the batch (instances per sample, their mean tokens). Each layer
+  // measured by HeldPerLayer against the estimate within 5% (16 KiB) as above, fp32 and bf16, with each of
+  // FrozenVariants. Before the estimate counted them, a packed tower's embedding was 51% low (its resized positions),
+  // its blocks 6-20% (the bitfield kernel's saved tensors), the LLM embedding 23% (the packed features picked out)
+  // and a frozen head 28% high; CLIP's last block and projector each missed a strided slice's copy.
+  ConfigureTorchRuntime(1);
+  const std::vector<std::vector<int>> counts = {{2, 1}, {3, 2}};  // [sample][encoder]
+  const std::vector<PatchGrid> grids = {{16, 16}, {8, 12}, {5, 10}, {16, 8}, {8, 8}};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> towers = {
+      {"packed", {"model.encoders.vision.dynamic_resolution=true"}},
+      {"clip", {"model.encoders.vision.vision_style=clip", "model.encoders.vision.post_norm=false",
+                "model.encoders.vision.image_size=96"}}};
+  for (const auto& [tower, vision] : towers) {
+    for (const auto& [variant, frozen] : FrozenVariants()) {
+      for (const std::string precision : {"fp32", "bf16"}) {
+        std::vector<std::string> overrides = vision;
+        overrides.insert(overrides.end(), frozen.begin(), frozen.end());
+        const Config cfg = MemoryTestConfig(precision, overrides);
+        MultimodalModel model(cfg.model, 1);
+        const ModelSpec& spec = model.spec();
+        const Batch batch = InstancesBatch(cfg, counts, grids);
+        std::vector<InstanceLoad> loads(2);
+        for (int k = 0; k < 2; ++k) loads[k].per_sample = (counts[0][k] + counts[1][k]) / 2.0;
+        if (tower == "packed") loads[0].tokens = (256 + 96 + 50 + 128 + 64) / 5.0;
+        const double labelled = batch.labels.ne(-100).sum().item<double>() / 2;
+        const Precision p = EffectivePrecision(cfg.train);
+        const std::vector<LayerMemory> memory =
+            EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 2, 1, false, p, labelled, loads);
+        const std::vector<double> held = HeldPerLayer(model, batch, nullptr, p, /*llm_stand_in=*/false);
+        for (int i = 0; i < static_cast<int>(spec.layers.size()); ++i) {
+          INFO(tower << ", " << variant << ", " << precision << ", " << spec.layers[i].name << ": held " << held[i]
+                     << " bytes, estimated " << memory[i].activation_bytes);
+          CHECK(std::abs(held[i] - memory[i].activation_bytes) <= std::max(0.05 * held[i], 16384.0));
         }
       }
     }
