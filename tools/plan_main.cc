@@ -3,7 +3,7 @@
 // costs, the ranks running them with their estimated peak memory, the simulated step and its bubble (1F1B, or
 // interleaved with parallel.schedule: interleaved), and writes the frozen-aware timeline as
 // Chrome-trace JSON. Costs come from the FLOP estimate at an assumed rate, or with --profile from timing every layer
-// here. With --auto it searches whole layouts of --ranks ranks on the config's cluster (plan/layout_search.h),
+// here; the encoders' FLOPs and memory are those of what the data's first sequences hold (read here). With --auto it searches whole layouts of --ranks ranks on the config's cluster (plan/layout_search.h),
 // prints the best ten and why the others lost, and --emit writes the best one's YAML.
 //   cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] [--gflops RATE] [--profile]
 //   cornstarch-plan --auto --ranks N [--config FILE] [--set key=value ...] [--emit FILE]
@@ -15,10 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "cornstarch/data/dataset.h"
 #include "cornstarch/plan/config.h"
 #include "cornstarch/plan/layout_search.h"
 #include "cornstarch/plan/planner.h"
 #include "cornstarch/train/chrome_trace.h"
+#include "cornstarch/train/plan_builder.h"
 #include "cornstarch/train/profiler.h"
 #include "cornstarch/base/check.h"
 #include "cornstarch/device/torch_runtime.h"
@@ -65,8 +67,8 @@ void WriteTrace(const PipelinePlan& plan, double ms, const std::string& path) {
 }
 
 // The best ten layouts with their predictions, then how many lost and why; the best one's YAML into `emit`.
-void PrintAuto(const Config& config, int ranks, const std::string& emit) {
-  const std::vector<LayoutCost> all = SearchLayouts(config, ranks);
+void PrintAuto(const Config& config, int ranks, const std::vector<InstanceLoad>& loads, const std::string& emit) {
+  const std::vector<LayoutCost> all = SearchLayouts(config, ranks, loads);
   const ClusterConfig& k = config.cluster;
   std::printf("cornstarch-plan --auto: %d ranks, %lld per node, %.0f TFLOP/s x %.2f, %.0f GiB, %.0f / %.0f GB/s "
               "intra / inter node; %zu layouts\n\n", ranks, static_cast<long long>(k.gpus_per_node), k.tflops,
@@ -130,16 +132,20 @@ int main(int argc, char** argv) {
          {"--auto", false, [&](const std::string&) { automatic = true; }},
          {"--emit", true, [&](const std::string& v) { emit = v; }}});
     const Config config = tools::LoadToolConfig(config_path, overrides);
+    if (automatic && ranks < 1) throw Error("--auto needs --ranks N, the ranks of the job");
+    // The encoders are costed on what the data holds, as the trainer does: its first sequences are read here.
+    const std::vector<InstanceLoad> loads =
+        FirstStepLoads(config, *MakeDataset(config, static_cast<uint64_t>(config.train.seed)));
+    std::printf("cornstarch-plan: the data holds %s\n", DescribeLoads(config.model, loads).c_str());
     if (automatic) {
-      if (ranks < 1) throw Error("--auto needs --ranks N, the ranks of the job");
-      PrintAuto(config, ranks, emit);
+      PrintAuto(config, ranks, loads, emit);
       return 0;
     }
     if (!emit.empty()) throw Error("--emit writes what --auto chose; give --auto too");
     const ModelSpec spec = BuildModelSpec(config.model);
     if (ranks == 0) ranks = std::max<int>(static_cast<int>(config.parallel.pp), static_cast<int>(spec.chains.size()));
     const int microbatches = MicrobatchesPerStep(config);
-    std::vector<LayerCost> costs = MicrobatchCosts(config, spec);
+    std::vector<LayerCost> costs = MicrobatchCosts(config, spec, loads);
     double ms = 1e3 / (gflops * 1e9);  // FLOPs -> ms at the assumed rate
     if (profile) {
       ConfigureTorchRuntime(config.train.num_threads, 1);
@@ -154,7 +160,7 @@ int main(int argc, char** argv) {
                 config.parallel.tp > 1 ? (", per rank of tp=" + std::to_string(config.parallel.tp)).c_str() : "");
     const std::vector<LayerMemory> memory =
         EstimateLayerMemory(config.model, spec, config.data.seq_len, config.train.micro_batch_size, config.parallel.tp,
-                            config.parallel.sequence_parallel);
+                            config.parallel.sequence_parallel, EffectivePrecision(config.train), -1, loads);
     PipelinePlan aware;
     for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated, PlanMode::kFrozenUnaware}) {
       try {

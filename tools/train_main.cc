@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "cornstarch/plan/config.h"
+#include "cornstarch/data/dataset.h"
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/plan/layout_search.h"
 #include "cornstarch/plan/planner.h"
+#include "cornstarch/train/plan_builder.h"
 #include "cornstarch/train/stop_signal.h"
 #include "cornstarch/train/trainer.h"
 #include "cornstarch/base/check.h"
@@ -64,16 +66,20 @@ Args ParseArgs(int argc, char** argv) {
   return args;
 }
 
-// parallel.auto: the layout the cost model ranks first for this job's ranks (plan/layout_search.h). Pure, so every
-// rank derives the same one without talking to the others.
+// parallel.auto: the layout the cost model ranks first for this job's ranks (plan/layout_search.h), for what the
+// data's first sequences hold. Every rank reads the same ones and derives the same layout without talking to the
+// others.
 cornstarch::Config AutoLayout(const cornstarch::Config& config, int ranks, bool log) {
-  const std::vector<cornstarch::LayoutCost> all = cornstarch::SearchLayouts(config, ranks);
+  const std::vector<cornstarch::InstanceLoad> loads = cornstarch::FirstStepLoads(
+      config, *cornstarch::MakeDataset(config, static_cast<uint64_t>(config.train.seed)));
+  const std::vector<cornstarch::LayoutCost> all = cornstarch::SearchLayouts(config, ranks, loads);
   const cornstarch::LayoutCost& best = all.front();
   if (!best.rejected.empty()) {
     throw cornstarch::Error("parallel.auto: no layout of " + std::to_string(ranks) + " ranks can run; the first " +
                             "rejected: " + cornstarch::Describe(best.layout) + ": " + best.rejected);
   }
   if (log) {
+    spdlog::info("parallel.auto: the data holds {}", cornstarch::DescribeLoads(config.model, loads));
     spdlog::info("parallel.auto: {} of {} layouts for {} ranks, predicted {:.4f} s per step, {:.0f} tokens/s, "
                  "MFU {:.1f}%", cornstarch::Describe(best.layout), all.size(), ranks, best.step_seconds,
                  best.tokens_per_second, 100 * best.mfu);

@@ -8,6 +8,18 @@
 
 namespace cornstarch {
 
+double InstanceLoad::Tokens(const EncoderConfig& e) const {
+  return tokens >= 0 ? tokens : static_cast<double>(EncoderTokens(e));
+}
+
+double InstanceLoad::Sequence(const EncoderConfig& e) const {
+  return tokens >= 0 ? tokens : static_cast<double>(EncoderSequence(e));  // images at their own size: no class token
+}
+
+InstanceLoad LoadOf(const std::vector<InstanceLoad>& loads, int c) {
+  return c < static_cast<int>(loads.size()) ? loads[c] : InstanceLoad{};
+}
+
 namespace {
 
 double TransformerBlockFlops(double tokens, double d, double ff, double attn_inner, double kv_inner, double pairs,
@@ -16,19 +28,6 @@ double TransformerBlockFlops(double tokens, double d, double ff, double attn_inn
   const double attention = 4 * pairs * attn_inner;  // QK^T and PV over every query head
   const double mlp = 2 * tokens * d * ff * mlp_matrices;
   return projections + attention + mlp;
-}
-
-// What the data holds of encoder `c`, or one config-sized instance per sample where nothing is given.
-InstanceLoad LoadOf(const std::vector<InstanceLoad>& instances, int c) {
-  return c < static_cast<int>(instances.size()) ? instances[c] : InstanceLoad{};
-}
-double PerSample(const InstanceLoad& load) { return load.per_sample >= 0 ? load.per_sample : 1; }
-double InstanceTokens(const InstanceLoad& load, const EncoderConfig& e) {
-  return load.tokens >= 0 ? load.tokens : static_cast<double>(EncoderTokens(e));
-}
-// The tokens its blocks attend over: CLIP's class token too (images at their own resolution have none).
-double InstanceSequence(const InstanceLoad& load, const EncoderConfig& e) {
-  return load.tokens >= 0 ? load.tokens : static_cast<double>(EncoderSequence(e));
 }
 
 }  // namespace
@@ -57,7 +56,7 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
         const EncoderConfig& e = model.encoders[c];
         const InstanceLoad load = LoadOf(instances, c);
         const double nominal = static_cast<double>(EncoderTokens(e)), d = static_cast<double>(e.hidden_size);
-        const double t = InstanceTokens(load, e);
+        const double t = load.Tokens(e);
         if (pos == 0) {
           f = KindOf(e.type).embedding_flops(e) * t / nominal;  // per token: the patch product
         } else if (pos == last) {
@@ -66,7 +65,7 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
         } else if (pos == last - 1) {
           f = 5 * t * d;  // LayerNorm
         } else {
-          const double n = InstanceSequence(load, e);
+          const double n = load.Sequence(e);
           const double pairs = load.pairs >= 0 ? load.pairs : n * n;
           f = TransformerBlockFlops(n, d, static_cast<double>(e.intermediate_size), d, d, pairs, 2);
         }
@@ -127,7 +126,7 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
   for (int k = 0; k < static_cast<int>(model.encoders.size()); ++k) {
     const EncoderConfig& e = model.encoders[k];
     if (sequence_parallel || (tp == 1 && (bf16 || PackedTower(e)))) {
-      placed_tokens += PerSample(LoadOf(instances, k)) * InstanceTokens(LoadOf(instances, k), e);
+      placed_tokens += LoadOf(instances, k).Instances() * LoadOf(instances, k).Tokens(e);
     }
   }
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
@@ -197,7 +196,7 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
         const double et = e.tp ? t : 1;  // a sharded tower's blocks and projector hold 1/tp of their width
         // Everything an instance holds is per token of it, apart from the weights' bf16 copies (per microbatch).
         const InstanceLoad load = LoadOf(instances, c);
-        const double n = b * PerSample(load), per = InstanceTokens(load, e);
+        const double n = b * load.Instances(), per = load.Tokens(e);
         const double tokens = n * per;
         // CLIP's class token dropped with no norm after the blocks: the projector reads a strided slice.
         const bool sliced = !e.post_norm && EncoderSequence(e) > EncoderTokens(e);
@@ -231,7 +230,7 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
           bytes = e.post_norm && spec.layers[i + 1].trainable && !bf16 ? 4 * tokens * d : 0;
           working = 8 * tokens * d;
         } else {
-          const double seq = n * InstanceSequence(load, e);
+          const double seq = n * load.Sequence(e);
           // The output projection's and second MLP product's biases are whole (row-parallel).
           cast = (3 * d * d + 3 * d + d * d + d * ff + ff + ff * d) / et + 2 * d;
           params = 4 * d + cast;

@@ -28,7 +28,16 @@ struct InstanceLoad {
   double tokens = -1;      // through the tower and into the projector; < 0: the config's
   double pairs = -1;       // (query, key) pairs of its attention; < 0: tokens squared
   double per_sample = -1;  // instances per LLM sample, for a microbatch's cost (plan/planner.h); < 0: one
+
+  // The fields as used, defaults filled in: instances per sample; tokens into the projector; tokens the blocks
+  // attend over (CLIP's class token too, where the config's size is taken).
+  double Instances() const { return per_sample >= 0 ? per_sample : 1; }
+  double Tokens(const EncoderConfig& e) const;
+  double Sequence(const EncoderConfig& e) const;
 };
+// Encoder c's entry of `loads`, or one config-sized instance per sample where it has none.
+InstanceLoad LoadOf(const std::vector<InstanceLoad>& loads, int c);
+
 std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
                                          double llm_attention_pairs = -1, double labelled_tokens = -1,
                                          const std::vector<InstanceLoad>& instances = {});

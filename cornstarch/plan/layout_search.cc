@@ -25,16 +25,19 @@ bool TpCollectives(const Config& c, const ModelSpec& spec, int l) {
   return SplitOverTp(c.model, spec, l) && l != spec.chains[spec.llm_chain()].end - 1;
 }
 
-// Tokens and width of what layer `l`'s tp collectives carry for one microbatch (one instance per encoder per
-// sample, as the FLOP estimate assumes).
-double ActivationElements(const Config& c, const ModelSpec& spec, int l, int64_t llm_tokens) {
+// Tokens and width of what layer `l`'s tp collectives carry for one microbatch (of an encoder, the instances
+// `loads` says a sample holds).
+double ActivationElements(const Config& c, const ModelSpec& spec, int l, int64_t llm_tokens,
+                          const std::vector<InstanceLoad>& loads) {
   const LayerSpec& layer = spec.layers[l];
   const auto mb = static_cast<double>(c.train.micro_batch_size);
   if (layer.chain == spec.llm_chain()) return mb * static_cast<double>(llm_tokens * c.model.llm.hidden_size);
   const EncoderConfig& e = c.model.encoders[layer.chain];
+  const InstanceLoad load = LoadOf(loads, layer.chain);
   const bool projector = l == spec.chains[layer.chain].end - 1;
-  return mb * static_cast<double>(projector ? EncoderTokens(e) * c.model.llm.hidden_size
-                                            : EncoderSequence(e) * e.hidden_size);
+  return mb * load.Instances() *
+         (projector ? load.Tokens(e) * static_cast<double>(c.model.llm.hidden_size)
+                    : load.Sequence(e) * static_cast<double>(e.hidden_size));
 }
 
 }  // namespace
@@ -64,7 +67,7 @@ Config WithLayout(const Config& base, const Layout& l) {
   return c;
 }
 
-LayoutCost PredictLayout(const Config& base, const Layout& layout) {
+LayoutCost PredictLayout(const Config& base, const Layout& layout, const std::vector<InstanceLoad>& loads) {
   LayoutCost out;
   out.layout = layout;
   const Config c = WithLayout(base, layout);
@@ -88,14 +91,16 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout) {
   const double elem = EffectivePrecision(c.train) == Precision::kBf16 ? 2.0 : 4.0;
   const int64_t llm_tokens = c.data.seq_len / layout.cp;  // per cp rank
 
-  // Per-rank layer times: FLOPs (the LLM's over cp) at the sustained rate, split over tp as PerTpRank does.
-  std::vector<double> forward = EstimateForwardFlops(c.model, spec, c.data.seq_len);
+  // Per-rank layer times: a microbatch's FLOPs (the LLM's over cp) at the sustained rate, split over tp as
+  // PerTpRank does.
+  std::vector<LayerCost> costs = MicrobatchCosts(c, spec, loads);
   const ChainSpec& llm = spec.chains[spec.llm_chain()];
-  for (size_t l = 0; l < forward.size(); ++l) {
-    forward[l] *= static_cast<double>(layout.micro_batch_size) / rate;
-    if (static_cast<int>(l) >= llm.begin) forward[l] /= layout.cp;
+  for (size_t l = 0; l < costs.size(); ++l) {
+    const double seconds = 1 / (rate * (static_cast<int>(l) >= llm.begin ? layout.cp : 1));
+    costs[l].forward *= seconds;
+    costs[l].backward *= seconds;
   }
-  std::vector<LayerCost> costs = PerTpRank(c.model, spec, FrozenAwareCosts(spec, forward), layout.tp);
+  costs = PerTpRank(c.model, spec, costs, layout.tp);
   const double tp_gbps = gbps(layout.tp), cp_gbps = gbps(layout.tp * layout.cp);
   const double overhead = k.layer_overhead_us * 1e-6;
   for (int l = 0; l < static_cast<int>(spec.layers.size()); ++l) {
@@ -108,7 +113,7 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout) {
     if (layout.tp > 1 && TpCollectives(c, spec, l)) {
       // Two all-reduces (or, under sequence parallelism, a gather and a reduce-scatter: the same bytes) each way;
       // a recomputed layer repeats its forward ones in backward.
-      const double bytes = ActivationElements(c, spec, l, llm_tokens) * elem;
+      const double bytes = ActivationElements(c, spec, l, llm_tokens, loads) * elem;
       const double t = AllReduceSeconds(bytes, layout.tp, tp_gbps, latency);
       costs[l].forward += 2 * t;
       if (costs[l].backward > 0) costs[l].backward += (ls.recompute ? 4 : 2) * t;
@@ -144,7 +149,7 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout) {
   // Gradients: summed over dp x cp once per step; overlapped, all but what outlasts the last microbatch's backward.
   const std::vector<LayerMemory> memory =
       EstimateLayerMemory(c.model, spec, llm_tokens, layout.micro_batch_size, layout.tp, layout.sequence_parallel,
-                          EffectivePrecision(c.train));
+                          EffectivePrecision(c.train), -1, loads);
   const std::vector<double> rank_bytes = RankMemoryBytes(plan, spec, memory);
   const int replicas = layout.dp * layout.cp;
   const double grad_elem = c.parallel.grad_reduce_dtype == FloatType::kBf16 ? 2.0 : 4.0;
@@ -164,13 +169,11 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout) {
   const double samples = static_cast<double>(c.train.global_batch_size);
   out.tokens_per_second = samples * static_cast<double>(c.data.seq_len) / out.step_seconds;
   // Model FLOPs: the frozen-aware forward and backward of every sample, without recomputation's extra forward.
-  ModelConfig plain = c.model;
-  plain.activation_checkpointing = false;
-  const ModelSpec plain_spec = BuildModelSpec(plain);
+  Config plain = c;
+  plain.model.activation_checkpointing = false;
+  plain.train.micro_batch_size = 1;
   double flops = 0;
-  for (const LayerCost& x : FrozenAwareCosts(plain_spec, EstimateForwardFlops(plain, plain_spec, c.data.seq_len))) {
-    flops += x.forward + x.backward;
-  }
+  for (const LayerCost& x : MicrobatchCosts(plain, BuildModelSpec(plain.model), loads)) flops += x.total();
   out.mfu = flops * samples / (out.step_seconds * layout.ranks() * k.tflops * 1e12);
   const double limit = k.memory_gib * (1ull << 30);
   if (out.memory_bytes > limit) {
@@ -180,7 +183,7 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout) {
   return out;
 }
 
-std::vector<LayoutCost> SearchLayouts(const Config& base, int ranks) {
+std::vector<LayoutCost> SearchLayouts(const Config& base, int ranks, const std::vector<InstanceLoad>& loads) {
   CS_CHECK(ranks >= 1, "ranks ", ranks);
   std::vector<int> divisors;
   for (int d = 1; d <= ranks; ++d) {
@@ -199,7 +202,8 @@ std::vector<LayoutCost> SearchLayouts(const Config& base, int ranks) {
               if ((tp == 1 || base.model.encoders.empty()) && !encoders_tp) continue;  // the same layout
               for (const int v : {1, 2}) {
                 if (v > 1 && pp == 1) continue;  // interleaving needs a pipeline
-                out.push_back(PredictLayout(base, Layout{tp, pp, cp, dp, mb, recompute, tp > 1, encoders_tp, v}));
+                out.push_back(
+                    PredictLayout(base, Layout{tp, pp, cp, dp, mb, recompute, tp > 1, encoders_tp, v}, loads));
               }
             }
           }

@@ -3,20 +3,21 @@
 // or interleaved over 2 virtual stages), for a cluster described in the config's `cluster:` section. One step of a
 // layout is predicted as
 //   the pipeline schedule simulated (plan/schedule.h) on per-rank layer times: the frozen-aware FLOPs
-//     (plan/cost_model.h) over cp and tp at cluster.tflops x efficiency, plus each split layer's tp collectives
-//     (two forward, two backward, ring cost), each LLM block's cp K/V all-gather (and its reduce-scatter
-//     backward), and a pp message per stage boundary and microbatch;
+//     (plan/cost_model.h, the encoders' for the instances the data holds) over cp and tp at cluster.tflops x
+//     efficiency, plus each split layer's tp collectives (two forward, two backward, ring cost), each LLM block's
+//     cp K/V all-gather (and its reduce-scatter backward), and a pp message per stage boundary and microbatch;
 //   plus the part of the gradient all-reduce over dp x cp that the last backward does not hide.
 // Memory per rank is the fullest rank's (RankMemoryBytes at the layout's tp, cp and micro-batch size, the
 // sharded optimizer's moments divided over dp). Groups are placed as the rank mesh places them (tp innermost, pp
 // outermost): a group inside a node uses the intra-node bandwidth, one that spans nodes the inter-node one.
-// Pure: a config comes in, predictions come out.
+// Pure: a config and the data's loads come in, predictions come out.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "cornstarch/plan/config.h"
+#include "cornstarch/plan/cost_model.h"
 
 namespace cornstarch {
 
@@ -49,14 +50,15 @@ struct LayoutCost {
 // `base` with the layout's parallel degrees, micro-batch size, recomputation and tower splits.
 Config WithLayout(const Config& base, const Layout& layout);
 
-// One step of `layout` on base.cluster.
-LayoutCost PredictLayout(const Config& base, const Layout& layout);
+// One step of `layout` on base.cluster, for data holding `loads` per encoder (plan/cost_model.h; empty: one
+// config-sized instance per sample).
+LayoutCost PredictLayout(const Config& base, const Layout& layout, const std::vector<InstanceLoad>& loads = {});
 
 // Every layout of `ranks` ranks (tp within a node; micro-batch sizes that divide the per-replica batch;
 // recomputation on and off; sequence parallelism whenever tp > 1; towers split or whole; 1F1B, and interleaved
 // over 2 virtual stages when pp > 1), the candidates by
 // predicted step time, then the rejected ones.
-std::vector<LayoutCost> SearchLayouts(const Config& base, int ranks);
+std::vector<LayoutCost> SearchLayouts(const Config& base, int ranks, const std::vector<InstanceLoad>& loads = {});
 
 // The YAML lines that select `layout` (parallel, train.micro_batch_size, recomputation, tower splits).
 std::string LayoutYaml(const Config& base, const Layout& layout);

@@ -210,8 +210,8 @@ std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& sp
   std::vector<double> forward = EstimateForwardFlops(config.model, spec, config.data.seq_len, -1, -1, loads);
   for (size_t l = 0; l < forward.size(); ++l) {
     const int c = spec.layers[l].chain;
-    const double per_sample = c < static_cast<int>(loads.size()) && loads[c].per_sample >= 0 ? loads[c].per_sample : 1;
-    forward[l] *= static_cast<double>(config.train.micro_batch_size) * (c == spec.llm_chain() ? 1 : per_sample);
+    const double runs = c == spec.llm_chain() ? 1 : LoadOf(loads, c).Instances();
+    forward[l] *= static_cast<double>(config.train.micro_batch_size) * runs;
   }
   return FrozenAwareCosts(spec, forward);
 }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "cornstarch/data/dataset.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/train/mfu.h"
@@ -12,18 +14,31 @@
 
 namespace cornstarch {
 
+std::vector<InstanceLoad> FirstStepLoads(const Config& config, const Dataset& data) {
+  constexpr int64_t kLoadSamples = 64;  // enough to see what the data holds, few enough to read quickly
+  const int64_t local = config.train.global_batch_size / config.parallel.dp;
+  return InstanceLoads(data.Get(0, std::min(local, kLoadSamples)));
+}
+
+std::string DescribeLoads(const ModelConfig& model, const std::vector<InstanceLoad>& loads) {
+  std::string out;
+  for (int k = 0; k < static_cast<int>(model.encoders.size()); ++k) {
+    const EncoderConfig& e = model.encoders[k];
+    const InstanceLoad load = LoadOf(loads, k);
+    out += fmt::format("{}{} {:.2f} per sample x {:.1f} tokens", out.empty() ? "" : ", ", e.name, load.Instances(),
+                       load.Tokens(e));
+  }
+  return out.empty() ? "no encoders" : out;
+}
+
 namespace {
 
-// Sequences rank 0 reads to see what the data holds: its first step's, up to this many.
-constexpr int64_t kLoadSamples = 64;
-
-// Rank 0's InstanceLoads of its first sequences, the same on every rank.
+// Rank 0's FirstStepLoads, the same on every rank.
 std::vector<InstanceLoad> DataLoads(const Config& config, DistRuntime& runtime, const Dataset& data) {
   const int64_t encoders = static_cast<int64_t>(config.model.encoders.size());
   torch::Tensor packed = torch::zeros({encoders, 3}, torch::kDouble);
   if (runtime.rank() == 0) {
-    const int64_t local = config.train.global_batch_size / config.parallel.dp;
-    const std::vector<InstanceLoad> loads = InstanceLoads(data.Get(0, std::min(local, kLoadSamples)));
+    const std::vector<InstanceLoad> loads = FirstStepLoads(config, data);
     for (int64_t k = 0; k < encoders; ++k) {
       packed[k][0] = loads[k].tokens, packed[k][1] = loads[k].pairs, packed[k][2] = loads[k].per_sample;
     }

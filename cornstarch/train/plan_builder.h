@@ -6,7 +6,11 @@
 // attention pairs (train/mfu.h's InstanceLoads); the others receive its numbers.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "cornstarch/plan/config.h"
+#include "cornstarch/plan/cost_model.h"
 #include "cornstarch/plan/model_spec.h"
 #include "cornstarch/plan/planner.h"
 
@@ -17,5 +21,12 @@ class DistRuntime;
 
 // Collective over the world when pp > 1.
 PipelinePlan BuildPipelinePlan(const Config& config, const ModelSpec& spec, DistRuntime& runtime, const Dataset& data);
+
+// What `data` holds per encoder, from its first step's sequences (InstanceLoads of a data-parallel rank's share of
+// train.global_batch_size, at most 64): the same in every process that reads them.
+std::vector<InstanceLoad> FirstStepLoads(const Config& config, const Dataset& data);
+
+// "vision 2.50 per sample x 118.8 tokens, audio 1.00 per sample x 256 tokens", for the tools' logs.
+std::string DescribeLoads(const ModelConfig& model, const std::vector<InstanceLoad>& loads);
 
 }  // namespace cornstarch

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <numeric>
 #include <set>
+#include <sstream>
 
 #include "cornstarch/plan/config.h"
 #include "cornstarch/plan/layout_search.h"
@@ -260,6 +261,48 @@ TEST_CASE("layout cost: compute on a free network adds up the layers; communicat
       CHECK(at_slow.step_seconds - at_free.step_seconds ==
             Approx(2 * (at_fast.step_seconds - at_free.step_seconds)).epsilon(1e-6));
     }
+  }
+}
+
+TEST_CASE("layout cost: the encoders are costed on the instances the data holds", "[layout]") {
+  // A free network, dp = 4 and one stage, as above: the step is the microbatches' layer times, here with each
+  // sample holding several images (three of the config's size; or 2.5 at their own size, of 12 patches and 150
+  // attention pairs on average). The FLOPs are composed here from EstimateForwardFlops, each tower layer run per
+  // image; the MFU stays the sustained rate's share of the peak only if the model FLOPs count the images too.
+  const std::vector<std::string> free = {"cluster.latency_us=0", "cluster.intra_node_gbps=1e15",
+                                         "cluster.inter_node_gbps=1e15", "cluster.memory_gib=1e6",
+                                         "parallel.overlap_grad_sync=false"};
+  const Layout dp4{1, 1, 1, 4, 2, false, false, true};
+  std::vector<std::string> packed = free;
+  packed.push_back("model.encoders.vision.dynamic_resolution=true");
+  for (const auto& [overrides, load] : {std::pair{free, InstanceLoad{-1, -1, 3}},
+                                        std::pair{packed, InstanceLoad{12, 150, 2.5}}}) {
+    const Config base = Cluster(overrides);
+    const ModelSpec spec = BuildModelSpec(base.model);
+    const std::vector<InstanceLoad> loads = {load};
+    double per_microbatch = 0;
+    const std::vector<LayerCost> costs =
+        FrozenAwareCosts(spec, EstimateForwardFlops(base.model, spec, 128, -1, -1, loads));
+    for (size_t l = 0; l < costs.size(); ++l) {
+      const double runs = spec.layers[l].chain == spec.llm_chain() ? 1 : load.per_sample;
+      per_microbatch += 2 * runs * costs[l].total();  // two sequences per microbatch
+    }
+    const double rate = base.cluster.tflops * 1e12 * base.cluster.efficiency;
+    const LayoutCost with = PredictLayout(base, dp4, loads), nominal = PredictLayout(base, dp4);
+    INFO(load.per_sample << " images per sample: " << with.rejected);
+    REQUIRE(with.rejected.empty());
+    CHECK(with.step_seconds == Approx(2 * per_microbatch / rate).epsilon(1e-9));
+    CHECK(with.step_seconds > nominal.step_seconds);
+    CHECK(with.mfu == Approx(base.cluster.efficiency).epsilon(1e-9));
+    // The projector trains: it holds its activations per image, so the images decide what fits.
+    CHECK(with.memory_bytes > nominal.memory_bytes);
+    std::ostringstream between;  // GiB between the two, exactly enough
+    between.precision(17);
+    between << "cluster.memory_gib=" << (with.memory_bytes + nominal.memory_bytes) / 2 / (1 << 30);
+    std::vector<std::string> tight = overrides;
+    tight.push_back(between.str());  // the later setting wins
+    CHECK(PredictLayout(Cluster(tight), dp4).rejected.empty());
+    CHECK(PredictLayout(Cluster(tight), dp4, loads).rejected.find("out of memory") == 0);
   }
 }
 
