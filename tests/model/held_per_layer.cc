@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <numeric>
 #include <utility>
 
 #include "cornstarch/base/check.h"
@@ -72,6 +73,12 @@ Batch InstancesBatch(const Config& cfg, const std::vector<std::vector<int>>& cou
     batch.modalities.push_back(std::move(m));
   }
   return batch;
+}
+
+MultimodalModel TpSlice(const ModelConfig& model, uint64_t seed, const TpShard& shard) {
+  std::vector<int> all(BuildModelSpec(model).layers.size());
+  std::iota(all.begin(), all.end(), 0);
+  return MultimodalModel(model, seed, all, shard);
 }
 
 double HeldBytes() {

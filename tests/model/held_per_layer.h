@@ -25,6 +25,9 @@ Config MemoryTestConfig(const std::string& precision, const std::vector<std::str
 Batch InstancesBatch(const Config& cfg, const std::vector<std::vector<int>>& counts,
                      const std::vector<PatchGrid>& grids);
 
+// Every layer of `model` as tp rank `shard` holds it (built whole, then cut; with no group no collective runs).
+MultimodalModel TpSlice(const ModelConfig& model, uint64_t seed, const TpShard& shard);
+
 // What glibc's allocator holds: its in-use chunks over all arenas and its mmapped blocks.
 double HeldBytes();
 

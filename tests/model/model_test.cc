@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <map>
-#include <numeric>
 #include <random>
 
 #include "cornstarch/plan/bitfield_mask.h"
@@ -36,13 +35,6 @@ std::vector<std::pair<std::string, std::vector<std::string>>> FrozenVariants() {
           {"projectors frozen",
            {"model.encoders.vision.projector.frozen=true", "model.encoders.audio.projector.frozen=true"}},
           {"recomputed", {"model.activation_checkpointing=true"}}};
-}
-
-// Every layer of `model`, as the last rank of a tp-way group holds them (TpShard cuts without a collective).
-MultimodalModel LastTpRank(const ModelConfig& model, int tp) {
-  std::vector<int> all(BuildModelSpec(model).layers.size());
-  std::iota(all.begin(), all.end(), 0);
-  return MultimodalModel(model, 1, all, TpShard{tp - 1, tp});
 }
 
 // LibTorch's CPU allocations on this thread (and the autograd engine's, which runs CPU graphs on the caller) while
@@ -118,7 +110,7 @@ TEST_CASE("the planner's activation memory of each layer is what its forward lea
       for (const std::string precision : {"fp32", "bf16"}) {
         const Config cfg = MemoryTestConfig(precision, frozen);
         const ModelSpec spec = BuildModelSpec(cfg.model);
-        MultimodalModel model = LastTpRank(cfg.model, tp);
+        MultimodalModel model = TpSlice(cfg.model, 1, TpShard{tp - 1, tp});
         SyntheticDataset data(cfg.model, cfg.data, 1);
         const Batch batch = data.Get(0, 1);
         const double labelled = batch.labels.ne(-100).sum().item<double>();
@@ -259,7 +251,7 @@ TEST_CASE("the planner's per-rank parameter count equals a tp slice's, towers sh
                          std::string("model.encoders.audio.tp=") + (audio_tp ? "true" : "false")});
       const Config cfg = MakeConfig(o);
       const ModelSpec spec = BuildModelSpec(cfg.model);
-      const MultimodalModel model = LastTpRank(cfg.model, tp);
+      const MultimodalModel model = TpSlice(cfg.model, 1, TpShard{tp - 1, tp});
       const std::vector<LayerMemory> memory = EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 2, tp);
       const std::vector<LayerMemory> whole = EstimateLayerMemory(cfg.model, spec, cfg.data.seq_len, 2, 1);
       std::vector<double> built(spec.layers.size(), 0.0);

@@ -205,9 +205,7 @@ TEST_CASE("each LLM layer of a tp = 2 rank holds what the planner estimates, seq
     for (const std::string precision : {"fp32", "bf16"}) {
       const Config cfg = MemoryTestConfig(precision, {"parallel.tp=2"});
       const ModelSpec spec = BuildModelSpec(cfg.model);
-      std::vector<int> all(spec.layers.size());
-      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-      MultimodalModel model(cfg.model, 1, all, TpShard{tp.rank(), tp.size(), sp});
+      MultimodalModel model = TpSlice(cfg.model, 1, TpShard{tp.rank(), tp.size(), sp});
       SyntheticDataset data(cfg.model, cfg.data, 1);
       const Batch batch = data.Get(0, 1);
       const Precision p = EffectivePrecision(cfg.train);
@@ -337,9 +335,7 @@ TEST_CASE("Hugging Face weights load into tp slices, and a tp run exports them w
                                                       "model.encoders.audio.weights=" + file});
   const MultimodalModel source(cfg.model, 1);
   ExportHfWeights(source, file);
-  std::vector<int> all(source.spec().layers.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-  MultimodalModel sliced(cfg.model, 2, all, shard);
+  MultimodalModel sliced = TpSlice(cfg.model, 2, shard);
   const int vision = 0, audio = 1;
   REQUIRE(sliced.spec().chains[vision].name == "vision");
   REQUIRE(sliced.spec().chains[audio].name == "audio");
