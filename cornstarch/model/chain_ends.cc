@@ -90,7 +90,9 @@ torch::Tensor EncoderEmbed::Forward(const torch::Tensor& x, ForwardContext& ctx)
     const torch::Tensor& w = convs_[0].get<torch::nn::Conv2d>()->weight;
     const torch::Tensor& b = convs_[0].get<torch::nn::Conv2d>()->bias;
     torch::Tensor h = F::linear(x, w.reshape({w.size(0), -1}), b);
-    if (position_.defined()) h = h + DynamicPositions(m, x.size(0), x.size(1));
+    // The residual stream stays fp32 under autocast, as the fp32 positions make it elsewhere (and LibTorch's CPU
+    // LayerNorm takes no bf16 input with fp32 weights).
+    h = position_.defined() ? h + DynamicPositions(m, x.size(0), x.size(1)) : h.to(torch::kFloat);
     return pre_norm_ ? pre_norm_(h) : h;
   }
   torch::Tensor h = x;

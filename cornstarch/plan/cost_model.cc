@@ -79,8 +79,8 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
 namespace {
 
 // Bytes one instance's embedding layer leaves held: the input's bf16 cast (saved by the first convolution), each
-// GELU's input and, where a convolution follows, its output (saved by that convolution), the output (fp32: the
-// positions added are) and a pre-norm's output. A convolution's output without GELU is only read by the next op.
+// GELU's input and, where a convolution follows, its output (saved by that convolution), the output (fp32, as the
+// residual stream is) and a pre-norm's output. A convolution's output without GELU is only read by the next op.
 // Adds the convolutions' parameters to `cast` (autocast's bf16 copies of them are held once per microbatch).
 double EmbeddingBytes(const EncoderConfig& e, bool bf16, double& cast) {
   const EncoderKind& kind = KindOf(e.type);
@@ -103,8 +103,7 @@ double EmbeddingBytes(const EncoderConfig& e, bool bf16, double& cast) {
     for (int64_t& x : spatial) x = (x + 2 * c.padding - c.kernel) / c.stride + 1, out *= static_cast<double>(x);
     if (c.gelu) bytes += low * out * (i + 1 < r.convs.size() ? 2 : 1);
   }
-  const bool widened = r.positions != EmbeddingRecipe::Positions::kNone || r.pre_norm;
-  return bytes + (widened ? 4 : low) * tokens * d + (r.pre_norm ? 4 * tokens * d : 0);
+  return bytes + 4 * tokens * d + (r.pre_norm ? 4 * tokens * d : 0);
 }
 
 }  // namespace
@@ -238,10 +237,14 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
           // storage of 3d, and d) and the MLP before and after GELU split, and the softmax's probabilities (heads x
           // sequence per token); bf16 likewise, in bf16 where products made them. A packed tower's bitfield kernel
           // keeps instead a log-sum-exp per head, q/k/v in fp32 (bf16: widened copies) and its own output beside
-          // the output projection's input. Recomputed: the output only.
+          // the output projection's input; with 2-D RoPE in fp32 the rotated q and k besides q/k/v's storage.
+          // Recomputed: the output only.
           const double pairs = static_cast<double>(e.num_heads) * (PackedTower(e) ? 1 : EncoderSequence(e));
           double split = bf16 ? 8 * d + 4 * ff + 2 * pairs : 4 * (4 * d + 2 * ff + pairs);
-          if (PackedTower(e)) split = bf16 ? 18 * d + 4 * ff + 4 * pairs : 4 * (5 * d + 2 * ff + pairs);
+          if (PackedTower(e)) {
+            const bool rope = e.dynamic_positions == VisionPositions::kRope2d;
+            split = bf16 ? 18 * d + 4 * ff + 4 * pairs : 4 * ((rope ? 7 : 5) * d + 2 * ff + pairs);
+          }
           const double saved = seq * ((bf16 ? 12 : 16) * d + split / et);
           // The last block's output where the projector reads a strided slice of it: no graph keeps it.
           const double output = pos == last - 2 && sliced ? 4 * seq * d : 0;

@@ -134,7 +134,8 @@ TEST_CASE("the planner's activation memory of each layer is what its forward lea
 
 TEST_CASE("each layer holds what the planner estimates for the instances the data holds", "[model][memory]") {
   // Several instances per sample, in differing numbers: images at their own resolution (five sizes over two
-  // samples, packed), CLIP images without a post-norm (their class token), audio clips; the loads given to
+  // samples, packed; with learned positions or 2-D RoPE, whose bf16 forward once failed in the blocks' LayerNorm on
+  // a bf16 residual stream), CLIP images without a post-norm (their class token), audio clips; the loads given to
   // EstimateLayerMemory are counted here from the batch (instances per sample, their mean tokens). Each layer
   // measured by HeldPerLayer against the estimate within 5% (16 KiB) as above, fp32 and bf16, with each of
   // FrozenVariants. Before the estimate counted them, a packed tower's embedding was 51% low (its resized positions),
@@ -145,6 +146,7 @@ TEST_CASE("each layer holds what the planner estimates for the instances the dat
   const std::vector<PatchGrid> grids = {{16, 16}, {8, 12}, {5, 10}, {16, 8}, {8, 8}};
   const std::vector<std::pair<std::string, std::vector<std::string>>> towers = {
       {"packed", {"model.encoders.vision.dynamic_resolution=true"}},
+      {"rope_2d", {"model.encoders.vision.dynamic_resolution=true", "model.encoders.vision.dynamic_positions=rope_2d"}},
       {"clip", {"model.encoders.vision.vision_style=clip", "model.encoders.vision.post_norm=false",
                 "model.encoders.vision.image_size=96"}}};
   for (const auto& [tower, vision] : towers) {
@@ -158,7 +160,7 @@ TEST_CASE("each layer holds what the planner estimates for the instances the dat
         const Batch batch = InstancesBatch(cfg, counts, grids);
         std::vector<InstanceLoad> loads(2);
         for (int k = 0; k < 2; ++k) loads[k].per_sample = (counts[0][k] + counts[1][k]) / 2.0;
-        if (tower == "packed") loads[0].tokens = (256 + 96 + 50 + 128 + 64) / 5.0;
+        if (tower != "clip") loads[0].tokens = (256 + 96 + 50 + 128 + 64) / 5.0;
         const double labelled = batch.labels.ne(-100).sum().item<double>() / 2;
         const Precision p = EffectivePrecision(cfg.train);
         const std::vector<LayerMemory> memory =
