@@ -2,9 +2,10 @@
 // (frozen-aware, uniform layer counts, colocated encoders, frozen-unaware) prints the stages with their layers and frozen-aware
 // costs, the ranks running them with their estimated peak memory, the simulated step and its bubble (1F1B, or
 // interleaved with parallel.schedule: interleaved), and writes the frozen-aware timeline as
-// Chrome-trace JSON. Costs come from the FLOP estimate at an assumed rate, or with --profile from timing every layer
-// here; the encoders' FLOPs and memory are those of what the data's first sequences hold (read here). With --auto it searches whole layouts of --ranks ranks on the config's cluster (plan/layout_search.h),
-// prints the best ten and why the others lost, and --emit writes the best one's YAML.
+// Chrome-trace JSON. Costs come from the FLOP estimate at an assumed rate, for what the data's first sequences hold
+// (read here), or with --profile from timing every layer here on one config-sized instance per encoder; memory is
+// estimated for what the data holds. With --auto it searches whole layouts of --ranks ranks on the config's cluster
+// (plan/layout_search.h), prints the best ten and why the others lost, and --emit writes the best one's YAML.
 //   cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] [--gflops RATE] [--profile]
 //   cornstarch-plan --auto --ranks N [--config FILE] [--set key=value ...] [--emit FILE]
 #include <cmath>

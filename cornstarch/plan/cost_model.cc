@@ -124,9 +124,8 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
   double placed_tokens = 0;
   for (int k = 0; k < static_cast<int>(model.encoders.size()); ++k) {
     const EncoderConfig& e = model.encoders[k];
-    if (sequence_parallel || (tp == 1 && (bf16 || PackedTower(e)))) {
-      placed_tokens += LoadOf(instances, k).Instances() * LoadOf(instances, k).Tokens(e);
-    }
+    const InstanceLoad load = LoadOf(instances, k);
+    if (sequence_parallel || (tp == 1 && (bf16 || PackedTower(e)))) placed_tokens += load.Instances() * load.Tokens(e);
   }
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ChainSpec& chain = spec.chains[c];
