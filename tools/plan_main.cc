@@ -1,11 +1,12 @@
-// cornstarch-plan: the pipeline plan of a config without training and without MPI. For each placement
-// (frozen-aware, uniform layer counts, colocated encoders, frozen-unaware) prints the stages with their layers and frozen-aware
-// costs, the ranks running them with their estimated peak memory, the simulated step and its bubble (1F1B, or
-// interleaved with parallel.schedule: interleaved), and writes the frozen-aware timeline as
-// Chrome-trace JSON. Costs come from the FLOP estimate at an assumed rate, for what the data's first sequences hold
-// (read here), or with --profile from timing every layer here on one config-sized instance per encoder; memory is
-// estimated for what the data holds. With --auto it searches whole layouts of --ranks ranks on the config's cluster
-// (plan/layout_search.h), prints the best ten and why the others lost, and --emit writes the best one's YAML.
+// cornstarch-plan: the pipeline plan of a config without training and without MPI. For each placement (frozen-aware,
+// uniform layer counts, colocated encoders, frozen-unaware) prints the stages with their layers and frozen-aware costs,
+// the ranks running them with their estimated peak memory, the simulated step and its bubble (1F1B, or interleaved with
+// parallel.schedule: interleaved), and writes the frozen-aware timeline as Chrome-trace JSON. Costs come from the FLOP
+// estimate at an assumed rate, for what the data's first sequences hold (read here), or with --profile from timing
+// every layer here on one config-sized instance per encoder, scaled to what the data holds by the FLOP estimate (as the
+// trainer does); memory is estimated for what the data holds. With --auto it searches whole layouts of --ranks ranks on
+// the config's cluster (plan/layout_search.h), prints the best ten and why the others lost, and --emit writes the best
+// one's YAML.
 //   cornstarch-plan [--config FILE] [--set key=value ...] [--ranks N] [--trace FILE] [--gflops RATE] [--profile]
 //   cornstarch-plan --auto --ranks N [--config FILE] [--set key=value ...] [--emit FILE]
 #include <cmath>
@@ -150,12 +151,13 @@ int main(int argc, char** argv) {
     double ms = 1e3 / (gflops * 1e9);  // FLOPs -> ms at the assumed rate
     if (profile) {
       ConfigureTorchRuntime(config.train.num_threads, 1);
-      costs = FrozenAwareCosts(spec, ProfileForwardSeconds(config));
+      costs = ProfiledCosts(config, spec, ProfileForwardSeconds(config), loads);
       ms = 1e3;
     }
     costs = PerTpRank(config.model, spec, costs, config.parallel.tp);
-    const std::string source = profile ? "profiled on this machine"
-                                       : "from a FLOP estimate at " + std::to_string(std::lround(gflops)) + " GFLOP/s per rank";
+    const std::string source =
+        profile ? "profiled on this machine, scaled to what the data holds"
+                : "from a FLOP estimate at " + std::to_string(std::lround(gflops)) + " GFLOP/s per rank";
     std::printf("cornstarch-plan: %d pipeline ranks, %d microbatches of %lld sequences, costs %s%s\n", ranks,
                 microbatches, static_cast<long long>(config.train.micro_batch_size), source.c_str(),
                 config.parallel.tp > 1 ? (", per rank of tp=" + std::to_string(config.parallel.tp)).c_str() : "");

@@ -52,7 +52,9 @@ std::vector<StagePlan> CutItems(const std::vector<std::vector<int>>& items, int 
   std::vector<StagePlan> stages;
   for (int s = 0; s < k; ++s) {
     std::vector<int> layers;
-    for (int i = p.boundaries[s]; i < p.boundaries[s + 1]; ++i) layers.insert(layers.end(), items[i].begin(), items[i].end());
+    for (int i = p.boundaries[s]; i < p.boundaries[s + 1]; ++i) {
+      layers.insert(layers.end(), items[i].begin(), items[i].end());
+    }
     stages.push_back(MakeStage(layers, costs));
   }
   return stages;
@@ -214,6 +216,16 @@ std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& sp
     forward[l] *= static_cast<double>(config.train.micro_batch_size) * runs;
   }
   return FrozenAwareCosts(spec, forward);
+}
+
+std::vector<LayerCost> ProfiledCosts(const Config& config, const ModelSpec& spec, std::vector<double> seconds,
+                                     const std::vector<InstanceLoad>& loads) {
+  CS_CHECK(seconds.size() == spec.layers.size(), "one profiled time per layer");
+  const std::vector<LayerCost> nominal = MicrobatchCosts(config, spec), data = MicrobatchCosts(config, spec, loads);
+  for (size_t l = 0; l < seconds.size(); ++l) {
+    if (nominal[l].forward > 0) seconds[l] *= data[l].forward / nominal[l].forward;
+  }
+  return FrozenAwareCosts(spec, seconds);
 }
 
 bool SplitOverTp(const ModelConfig& model, const ModelSpec& spec, int layer) {

@@ -60,6 +60,12 @@ int MicrobatchesPerStep(const Config& config);
 std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& spec,
                                        const std::vector<InstanceLoad>& loads = {});
 
+// Frozen-aware costs of one microbatch from `seconds`, each layer's profiled forward (train/profiler.h, which runs
+// one config-sized instance per sample of each encoder), scaled to what the data holds by the FLOP estimate's ratio
+// of `loads` to that nominal load: the profile gives each layer's rate, the data its work.
+std::vector<LayerCost> ProfiledCosts(const Config& config, const ModelSpec& spec, std::vector<double> seconds,
+                                     const std::vector<InstanceLoad>& loads);
+
 // Whether layer `layer` is split over the tp ranks: every LLM layer, and the blocks and projector of a tower with
 // model.encoders.<name>.tp.
 bool SplitOverTp(const ModelConfig& model, const ModelSpec& spec, int layer);

@@ -56,23 +56,18 @@ std::vector<InstanceLoad> DataLoads(const Config& config, DistRuntime& runtime, 
 PipelinePlan BuildPipelinePlan(const Config& config, const ModelSpec& spec, DistRuntime& runtime, const Dataset& data) {
   if (config.parallel.pp == 1) return PlanFromConfig(config, spec, MicrobatchCosts(config, spec));
   const std::vector<InstanceLoad> loads = DataLoads(config, runtime, data);
-  std::vector<LayerCost> costs = MicrobatchCosts(config, spec, loads);
-  if (config.parallel.pipeline_costs == CostSource::kProfile) {
-    torch::Tensor seconds = torch::zeros({static_cast<int64_t>(spec.layers.size())}, torch::kDouble);
-    if (runtime.rank() == 0) {
-      const std::vector<double> measured = ProfileForwardSeconds(config);
-      std::copy(measured.begin(), measured.end(), seconds.data_ptr<double>());
-    }
-    runtime.world().Broadcast(seconds, 0);
-    // The profile ran one config-sized instance per sample of each encoder; scaled to the data's by the FLOPs.
-    const std::vector<LayerCost> nominal = MicrobatchCosts(config, spec);
-    std::vector<double> forward(seconds.data_ptr<double>(), seconds.data_ptr<double>() + seconds.numel());
-    for (size_t l = 0; l < forward.size(); ++l) {
-      if (nominal[l].forward > 0) forward[l] *= costs[l].forward / nominal[l].forward;
-    }
-    costs = FrozenAwareCosts(spec, forward);
+  if (config.parallel.pipeline_costs != CostSource::kProfile) {
+    return PlanFromConfig(config, spec, MicrobatchCosts(config, spec, loads));
   }
-  return PlanFromConfig(config, spec, costs);
+  torch::Tensor seconds = torch::zeros({static_cast<int64_t>(spec.layers.size())}, torch::kDouble);
+  if (runtime.rank() == 0) {
+    const std::vector<double> measured = ProfileForwardSeconds(config);
+    std::copy(measured.begin(), measured.end(), seconds.data_ptr<double>());
+  }
+  runtime.world().Broadcast(seconds, 0);
+  return PlanFromConfig(
+      config, spec,
+      ProfiledCosts(config, spec, {seconds.data_ptr<double>(), seconds.data_ptr<double>() + seconds.numel()}, loads));
 }
 
 }  // namespace cornstarch

@@ -306,6 +306,44 @@ TEST_CASE("layout cost: the encoders are costed on the instances the data holds"
   }
 }
 
+TEST_CASE("profiled costs: each layer's measured rate times the work the data gives it", "[planner]") {
+  // The profile ran one config-sized instance per sample of each encoder; here the data holds three images per
+  // sample and one audio clip: the tower's layers take three times their profiled time, the rest theirs.
+  const Config c = Llava(true);
+  const ModelSpec spec = BuildModelSpec(c.model);
+  std::vector<double> seconds(spec.layers.size());
+  for (size_t l = 0; l < seconds.size(); ++l) seconds[l] = 1e-3 * static_cast<double>(l + 1);
+  const std::vector<InstanceLoad> loads = {InstanceLoad{-1, -1, 3}};
+  std::vector<double> expected = seconds;
+  for (size_t l = 0; l < seconds.size(); ++l) {
+    if (spec.chains[spec.layers[l].chain].name == "vision") expected[l] *= 3;
+  }
+  const std::vector<LayerCost> got = ProfiledCosts(c, spec, seconds, loads),
+                               want = FrozenAwareCosts(spec, expected);
+  REQUIRE(got.size() == want.size());
+  for (size_t l = 0; l < got.size(); ++l) {
+    INFO("layer " << l << " (" << spec.chains[spec.layers[l].chain].name << ")");
+    CHECK(got[l].forward == Approx(want[l].forward).epsilon(1e-12));
+    CHECK(got[l].backward == Approx(want[l].backward).epsilon(1e-12));
+  }
+  // Images at their own size: a profile that runs at one rate for every layer gives the FLOP estimate of what the
+  // data holds at that rate.
+  const Config packed = ParseConfig("", "test.yaml", {"model.encoders.vision.type=vision",
+                                                      "model.encoders.vision.dynamic_resolution=true",
+                                                      "model.encoders.vision.num_layers=4", "data.seq_len=128"});
+  const ModelSpec packed_spec = BuildModelSpec(packed.model);
+  const std::vector<InstanceLoad> sizes = {InstanceLoad{12, 150, 2.5}};
+  std::vector<double> at_rate;
+  for (const LayerCost& x : MicrobatchCosts(packed, packed_spec)) at_rate.push_back(x.forward / 1e9);
+  const std::vector<LayerCost> scaled = ProfiledCosts(packed, packed_spec, at_rate, sizes),
+                               estimated = MicrobatchCosts(packed, packed_spec, sizes);
+  for (size_t l = 0; l < scaled.size(); ++l) {
+    INFO("packed layer " << l);
+    CHECK(scaled[l].forward == Approx(estimated[l].forward / 1e9).epsilon(1e-12));
+    CHECK(scaled[l].backward == Approx(estimated[l].backward / 1e9).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("layout search: the emitted YAML selects the layout", "[layout]") {
   const Config base = Cluster({});
   const Layout l{2, 2, 1, 2, 4, true, true, false, 2};
