@@ -2,19 +2,19 @@
 // trained for real, next to the step the model predicts for them. From the repository root:
 //   bazel build -c opt //bench:layout_bench && mpirun -np 4 bazel-bin/bench/layout_bench [--steps N] [--rounds R]
 // On 4 ranks: dp4 at micro-batch 1 and 2, pp4, pp4 interleaved (2 virtual stages), pp2 x dp2, cp2 x dp2, pp2 x cp2,
-// tp2 x dp2, tp2 x pp2, tp4. On 2 ranks (one per core of a 2-core machine, where 4 ranks would share cores and an
-// idle rank's core goes to a busy one, which the model of dedicated devices does not describe): dp2 at micro-batch 1
-// and 2, dp2 with recomputation, pp2 at 1 and 2, pp2 interleaved, cp2, tp2, tp2 with sequence parallelism.
+// tp2 x dp2, tp2 x pp2, tp4. On 2 ranks: dp2 at micro-batch 1 and 2, dp2 with recomputation, pp2 at 1 and 2, pp2
+// interleaved, cp2, tp2, tp2 with sequence parallelism.
 //
-// This machine is described as a cluster first, all measured now with every rank running: cluster.tflops is the
-// slowest rank's fp32 GEMM rate (bench ranks share the cores, as the training ranks will), the bandwidth comes from
-// a 16 MiB all-reduce over the world and the latency from a one-float one. The share of the GEMM rate the layers
-// reach (cluster.efficiency) and the fixed cost of a layer per microbatch (cluster.layer_overhead_us) are fitted to
-// the first two layouts (all dp, micro-batch 1 and 2: the same FLOPs in half the microbatches), whose predictions
-// are then exact by construction; the others are predicted blind. The trainers are built once and run in turn, R
-// rounds of N steps; a layout's step is the median of the slowest rank's. Printed: predicted and measured per
-// layout, the Spearman rank correlation over all, whether the predicted best is within 10% of the measured best, and
-// the mean absolute error of the blind predictions.
+// This machine is described as a cluster first, all measured now with every rank running: cluster.tflops is the slowest
+// rank's fp32 GEMM rate (bench ranks share the cores, as the training ranks will), the bandwidth comes from a 16 MiB
+// all-reduce over the world and the latency from a one-float one. With more ranks than cores (4 ranks on a 2-core
+// machine) cluster.cores_per_node says so: a rank idle in a pipeline's bubble leaves its core to the others. The share
+// of the GEMM rate the layers reach (cluster.efficiency) and the fixed cost of a layer per microbatch
+// (cluster.layer_overhead_us) are fitted to the first two layouts (all dp, micro-batch 1 and 2: the same FLOPs in half
+// the microbatches), whose predictions are then exact by construction; the others are predicted blind. The trainers are
+// built once and run in turn, R rounds of N steps; a layout's step is the median of the slowest rank's. Printed:
+// predicted and measured per layout, the Spearman rank correlation over all, whether the predicted best is within 10%
+// of the measured best, and the mean absolute error of the blind predictions.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -23,6 +23,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/timing.h"
@@ -58,13 +59,19 @@ double AllReduceSeconds(Communicator& world, int64_t floats, int reps) {
   return Median(s);
 }
 
-// Ranks of `v` (0 = smallest), ties in order.
+// Ranks of `v` (0 = smallest); equal values share their mean rank, as Spearman's coefficient wants (the model
+// predicts the same step for layouts that differ only in where the bubble falls when ranks share cores).
 std::vector<double> Ranks(const std::vector<double>& v) {
   std::vector<size_t> order(v.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
   std::vector<double> rank(v.size());
-  for (size_t i = 0; i < order.size(); ++i) rank[order[i]] = static_cast<double>(i);
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+    for (size_t k = i; k <= j; ++k) rank[order[k]] = static_cast<double>(i + j) / 2;
+    i = j + 1;
+  }
   return rank;
 }
 
@@ -126,6 +133,8 @@ int main(int argc, char** argv) {
     const double big = AllReduceSeconds(world, 4 << 20, 5), small = AllReduceSeconds(world, 1, 20);
     const double bytes = 4.0 * (4 << 20);
     config.cluster.gpus_per_node = n;
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    if (n > cores) config.cluster.cores_per_node = cores;
     config.cluster.tflops = gemm / 1e12;
     config.cluster.memory_gib = 1e3;
     config.cluster.latency_us = small * 1e6;
@@ -194,10 +203,10 @@ int main(int argc, char** argv) {
       measured.push_back(Median(r.step));
     }
     if (env.rank != 0) return 0;
-    std::printf("%d ranks, %d rounds x %d steps per layout, layouts alternating; measured here: GEMM %.1f GFLOP/s "
-                "per rank, all-reduce %.2f GB/s, latency %.0f us; efficiency %.2f and layer overhead %.0f us "
-                "(calibrated on %s and %s)\n",
-                n, rounds, steps, gemm / 1e9, config.cluster.intra_node_gbps, config.cluster.latency_us,
+    std::printf("%d ranks on %d cores, %d rounds x %d steps per layout, layouts alternating; measured here: GEMM "
+                "%.1f GFLOP/s per rank, all-reduce %.2f GB/s, latency %.0f us; efficiency %.2f and layer overhead "
+                "%.0f us (calibrated on %s and %s)\n",
+                n, cores, rounds, steps, gemm / 1e9, config.cluster.intra_node_gbps, config.cluster.latency_us,
                 config.cluster.efficiency, config.cluster.layer_overhead_us, Describe(runs[0].layout).c_str(),
                 Describe(runs[1].layout).c_str());
     std::printf("%-28s %12s %12s %10s\n", "layout", "predicted s", "measured s", "pred/meas");

@@ -515,6 +515,7 @@ void Validate(const Config& c) {
   RequirePositive("cluster.intra_node_gbps", cl.intra_node_gbps);
   RequirePositive("cluster.inter_node_gbps", cl.inter_node_gbps);
   Require(cl.latency_us >= 0, "cluster.latency_us", "must be >= 0", cl.latency_us);
+  Require(cl.cores_per_node >= 0, "cluster.cores_per_node", "must be >= 0", cl.cores_per_node);
 
   const OptimizerConfig& o = c.optimizer;
   RequirePositive("optimizer.lr", o.lr);

@@ -533,6 +533,7 @@ struct ClusterConfig {
   double inter_node_gbps = 25;    // GB/s between nodes (a 200 Gb/s NIC per rank)
   double latency_us = 10;         // per collective or message
   double layer_overhead_us = 0;   // per layer and microbatch forward, whatever the shard or micro-batch size
+  int64_t cores_per_node = 0;     // CPU runs with more ranks than cores: the cores they share; 0: a device each
 
   template <class F>
   void Fields(F&& f) {
@@ -549,6 +550,10 @@ struct ClusterConfig {
                                               "(op dispatch, launches, passes too small to reach the GEMM rate); it "
                                               "does not shrink under tp or cp. Backward counts it twice. bench/"
                                               "layout_bench fits it with the efficiency from two micro-batch sizes.");
+    f("cores_per_node", cores_per_node, "CPU runs with more ranks per node than cores: the cores they share (0: "
+                                        "every rank has a device of its own). cluster.tflops is then one rank's "
+                                        "rate while all compute, and a rank idle in the pipeline's bubble leaves its "
+                                        "share to the ranks computing.");
   }
 };
 

@@ -145,6 +145,13 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout, const std::ve
   }
   out.pipeline_seconds = plan.timeline.makespan;
   out.bubble = plan.timeline.bubble_fraction;
+  const double sharing = k.cores_per_node > 0 ? gpn / static_cast<double>(k.cores_per_node) : 1.0;
+  if (sharing > 1) {
+    // Ranks sharing cores: one waiting in the bubble leaves its share to those computing, so the pipeline takes
+    // the node's work spread over its cores (the ranks' mean busy time at the all-busy rate), unless its critical
+    // path at a whole core's rate takes longer.
+    out.pipeline_seconds = std::max(out.pipeline_seconds * (1 - out.bubble), out.pipeline_seconds / sharing);
+  }
 
   // Gradients: summed over dp x cp once per step; overlapped, all but what outlasts the last microbatch's backward.
   const std::vector<LayerMemory> memory =

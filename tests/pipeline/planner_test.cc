@@ -264,6 +264,35 @@ TEST_CASE("layout cost: compute on a free network adds up the layers; communicat
   }
 }
 
+TEST_CASE("layout cost: ranks sharing cores lend the pipeline's bubble to those computing", "[layout]") {
+  // A free network, 4 ranks per node on 2 cores (s = 2). Every rank computes for a whole all-dp step: nothing
+  // changes. A pipeline with 16 microbatches takes its mean busy time, all the work over the 4 ranks; with one
+  // microbatch, whose stages run one after another, its critical path at a whole core's rate: half the makespan.
+  const std::vector<std::string> free = {"cluster.latency_us=0", "cluster.intra_node_gbps=1e15",
+                                         "cluster.inter_node_gbps=1e15", "cluster.memory_gib=1e6",
+                                         "parallel.overlap_grad_sync=false"};
+  std::vector<std::string> shared = free;
+  shared.push_back("cluster.cores_per_node=2");
+  const Config own = Cluster(free), two_cores = Cluster(shared);
+  const ModelSpec spec = BuildModelSpec(own.model);
+  double per_sample = 0;
+  for (const LayerCost& x : FrozenAwareCosts(spec, EstimateForwardFlops(own.model, spec, 128))) {
+    per_sample += x.forward + x.backward;
+  }
+  const double rate = own.cluster.tflops * 1e12 * own.cluster.efficiency;
+  const Layout dp4{1, 1, 1, 4, 1, false, false, true}, pp4{1, 4, 1, 1, 1, false, false, true},
+      pp4_one{1, 4, 1, 1, 16, false, false, true};
+  CHECK(PredictLayout(two_cores, dp4).step_seconds == Approx(PredictLayout(own, dp4).step_seconds).epsilon(1e-12));
+  const LayoutCost many = PredictLayout(two_cores, pp4), many_own = PredictLayout(own, pp4);
+  REQUIRE((many.rejected.empty() && many_own.rejected.empty()));
+  CHECK(many_own.bubble > 0.05);
+  CHECK(many.step_seconds == Approx(16 * per_sample / 4 / rate).epsilon(1e-9));
+  const LayoutCost one = PredictLayout(two_cores, pp4_one), one_own = PredictLayout(own, pp4_one);
+  REQUIRE((one.rejected.empty() && one_own.rejected.empty()));
+  CHECK(one_own.step_seconds == Approx(16 * per_sample / rate).epsilon(1e-9));
+  CHECK(one.step_seconds == Approx(one_own.step_seconds / 2).epsilon(1e-9));
+}
+
 TEST_CASE("layout cost: the encoders are costed on the instances the data holds", "[layout]") {
   // A free network, dp = 4 and one stage, as above: the step is the microbatches' layer times, here with each
   // sample holding several images (three of the config's size; or 2.5 at their own size, of 12 patches and 150
