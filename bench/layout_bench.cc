@@ -31,6 +31,7 @@
 #include "cornstarch/base/logging.h"
 #include "cornstarch/device/torch_runtime.h"
 #include "cornstarch/dist/launch_env.h"
+#include "cornstarch/dist/machine_probe.h"
 #include "cornstarch/dist/mpi_communicator.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/plan/config.h"
@@ -42,23 +43,6 @@ using cornstarch::bench::Median;
 
 namespace {
 
-double MaxOver(Communicator& world, double value) {
-  torch::Tensor t = torch::full({1}, value, torch::kDouble);
-  world.AllReduce(t, ReduceOp::kMax);
-  return t.item<double>();
-}
-
-// Median seconds of `reps` all-reduces of `floats` floats over the world (the slowest rank's).
-double AllReduceSeconds(Communicator& world, int64_t floats, int reps) {
-  torch::Tensor t = torch::ones({floats});
-  std::vector<double> s;
-  for (int i = 0; i < reps; ++i) {
-    world.Barrier();
-    s.push_back(MaxOver(world, bench::Seconds([&] { world.AllReduce(t, ReduceOp::kSum); })));
-  }
-  return Median(s);
-}
-
 // Ranks of `v` (0 = smallest); equal values share their mean rank, as Spearman's coefficient wants (the model
 // predicts the same step for layouts that differ only in where the bubble falls when ranks share cores).
 std::vector<double> Ranks(const std::vector<double>& v) {
@@ -68,7 +52,7 @@ std::vector<double> Ranks(const std::vector<double>& v) {
   std::vector<double> rank(v.size());
   for (size_t i = 0; i < order.size();) {
     size_t j = i;
-    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+    while (j + 1 < order.size() && v[order[j + 1]] - v[order[i]] <= 1e-9 * std::abs(v[order[i]])) ++j;
     for (size_t k = i; k <= j; ++k) rank[order[k]] = static_cast<double>(i + j) / 2;
     i = j + 1;
   }
@@ -128,18 +112,8 @@ int main(int argc, char** argv) {
     ParallelConfig all;
     all.dp = n;
     DistRuntime probe(all, env, nullptr, nullptr);
-    Communicator& world = probe.world();
-    const double gemm = -MaxOver(world, -MeasureGemmFlops());  // the slowest rank's
-    const double big = AllReduceSeconds(world, 4 << 20, 5), small = AllReduceSeconds(world, 1, 20);
-    const double bytes = 4.0 * (4 << 20);
-    config.cluster.gpus_per_node = n;
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    if (n > cores) config.cluster.cores_per_node = cores;
-    config.cluster.tflops = gemm / 1e12;
+    config.cluster = MeasureCpuCluster(probe.world(), env.local_world_size, config.cluster);
     config.cluster.memory_gib = 1e3;
-    config.cluster.latency_us = small * 1e6;
-    config.cluster.intra_node_gbps = config.cluster.inter_node_gbps =
-        2.0 * (n - 1) / n * bytes / (big - small) / 1e9;
 
     // The first two (all dp, micro-batch 1 and 2) calibrate the model; the others are predicted blind.
     const std::vector<Layout> layouts =
@@ -166,7 +140,9 @@ int main(int argc, char** argv) {
     }
     for (int round = 0; round < rounds; ++round) {
       for (Run& r : runs) {
-        for (int s = 0; s < steps; ++s) r.step.push_back(MaxOver(r.runtime->world(), r.trainer->Step().step_seconds));
+        for (int s = 0; s < steps; ++s) {
+          r.step.push_back(MaxOverRanks(r.runtime->world(), r.trainer->Step().step_seconds));
+        }
       }
     }
     // Efficiency and layer overhead fitted to the two calibration layouts. An all-dp prediction is linear in
@@ -206,7 +182,8 @@ int main(int argc, char** argv) {
     std::printf("%d ranks on %d cores, %d rounds x %d steps per layout, layouts alternating; measured here: GEMM "
                 "%.1f GFLOP/s per rank, all-reduce %.2f GB/s, latency %.0f us; efficiency %.2f and layer overhead "
                 "%.0f us (calibrated on %s and %s)\n",
-                n, cores, rounds, steps, gemm / 1e9, config.cluster.intra_node_gbps, config.cluster.latency_us,
+                n, static_cast<int>(std::thread::hardware_concurrency()), rounds, steps, config.cluster.tflops * 1e3,
+                config.cluster.intra_node_gbps, config.cluster.latency_us,
                 config.cluster.efficiency, config.cluster.layer_overhead_us, Describe(runs[0].layout).c_str(),
                 Describe(runs[1].layout).c_str());
     std::printf("%-28s %12s %12s %10s\n", "layout", "predicted s", "measured s", "pred/meas");

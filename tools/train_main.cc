@@ -11,6 +11,7 @@
 #include "cornstarch/plan/config.h"
 #include "cornstarch/data/dataset.h"
 #include "cornstarch/dist/launch_env.h"
+#include "cornstarch/dist/machine_probe.h"
 #include "cornstarch/dist/runtime.h"
 #include "cornstarch/model/multimodal_model.h"
 #include "cornstarch/plan/layout_search.h"
@@ -68,8 +69,25 @@ Args ParseArgs(int argc, char** argv) {
 
 // parallel.auto: the layout the cost model ranks first for this job's ranks (plan/layout_search.h), for what the
 // data's first sequences hold. Every rank reads the same ones and derives the same layout without talking to the
-// others.
-cornstarch::Config AutoLayout(const cornstarch::Config& config, int ranks, bool log) {
+// others. On CPU (with cluster.measure) the ranks first measure this machine together, since the cluster:
+// section's defaults describe GPUs.
+cornstarch::Config AutoLayout(cornstarch::Config config, const cornstarch::LaunchEnv& env, int* argc, char*** argv) {
+  const int ranks = env.world_size;
+  const bool log = env.rank == 0;
+  if (config.train.device == cornstarch::DeviceType::kCpu && config.cluster.measure) {
+    cornstarch::ConfigureTorchRuntime(config.train.num_threads, env.local_world_size);  // as training will run
+    cornstarch::ParallelConfig world;
+    world.dp = ranks;
+    cornstarch::DistRuntime probe(world, env, argc, argv);
+    config.cluster = cornstarch::MeasureCpuCluster(probe.world(), env.local_world_size, config.cluster);
+    const cornstarch::ClusterConfig& k = config.cluster;
+    if (log) {
+      spdlog::info("parallel.auto: this machine measured: fp32 GEMM {:.1f} GFLOP/s per rank, all-reduce {:.2f} GB/s, "
+                   "latency {:.0f} us, {} ranks per node{}", k.tflops * 1e3, k.intra_node_gbps, k.latency_us,
+                   k.gpus_per_node,
+                   k.cores_per_node > 0 ? " sharing " + std::to_string(k.cores_per_node) + " cores" : "");
+    }
+  }
   const std::vector<cornstarch::InstanceLoad> loads = cornstarch::FirstStepLoads(
       config, *cornstarch::MakeDataset(config, static_cast<uint64_t>(config.train.seed)));
   const std::vector<cornstarch::LayoutCost> all = cornstarch::SearchLayouts(config, ranks, loads);
@@ -107,7 +125,7 @@ int main(int argc, char** argv) {
     const Args args = ParseArgs(argc, argv);
     const std::string source = cornstarch::tools::ConfigSource(args.config_path);
     cornstarch::Config config = cornstarch::tools::LoadToolConfig(args.config_path, args.overrides);
-    if (config.parallel.auto_layout) config = AutoLayout(config, env.world_size, env.rank == 0);
+    if (config.parallel.auto_layout) config = AutoLayout(config, env, &argc, &argv);
     if (args.print_config) {
       if (env.rank == 0) std::cout << cornstarch::ToYaml(config);
       return 0;

@@ -534,6 +534,7 @@ struct ClusterConfig {
   double latency_us = 10;         // per collective or message
   double layer_overhead_us = 0;   // per layer and microbatch forward, whatever the shard or micro-batch size
   int64_t cores_per_node = 0;     // CPU runs with more ranks than cores: the cores they share; 0: a device each
+  bool measure = true;            // CPU runs with parallel.auto: measure this machine instead of the numbers given
 
   template <class F>
   void Fields(F&& f) {
@@ -554,6 +555,11 @@ struct ClusterConfig {
                                         "every rank has a device of its own). cluster.tflops is then one rank's "
                                         "rate while all compute, and a rank idle in the pipeline's bubble leaves its "
                                         "share to the ranks computing.");
+    f("measure", measure, "CPU runs with parallel.auto: measure this machine at start (the slowest rank's fp32 "
+                          "GEMM rate with every rank running, an all-reduce's bandwidth and latency, ranks and cores "
+                          "per node) and plan on that in place of tflops, the bandwidths, latency_us, gpus_per_node "
+                          "and cores_per_node; efficiency and layer_overhead_us stay as given. false: plan on the "
+                          "numbers given.");
   }
 };
 

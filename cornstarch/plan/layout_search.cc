@@ -145,11 +145,12 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout, const std::ve
   }
   out.pipeline_seconds = plan.timeline.makespan;
   out.bubble = plan.timeline.bubble_fraction;
-  const double sharing = k.cores_per_node > 0 ? gpn / static_cast<double>(k.cores_per_node) : 1.0;
-  if (sharing > 1) {
-    // Ranks sharing cores: one waiting in the bubble leaves its share to those computing, so the pipeline takes
-    // the node's work spread over its cores (the ranks' mean busy time at the all-busy rate), unless its critical
-    // path at a whole core's rate takes longer.
+  const double sharing = k.cores_per_node > 0 ? layout.ranks() / static_cast<double>(k.cores_per_node) : 1.0;
+  if (sharing > 1 && layout.ranks() <= gpn) {
+    // A job of one node whose ranks share its cores: one waiting in the bubble leaves its share to those
+    // computing, so the pipeline takes the node's work spread over its cores (the ranks' mean compute time at the
+    // all-busy rate; the messages' time is left out, small beside it on one node), unless its critical path at a
+    // whole core's rate takes longer. Across nodes a rank could lend only to its own node's: not modelled.
     out.pipeline_seconds = std::max(out.pipeline_seconds * (1 - out.bubble), out.pipeline_seconds / sharing);
   }
 

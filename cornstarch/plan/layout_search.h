@@ -7,8 +7,9 @@
 //     efficiency, plus each split layer's tp collectives (two forward, two backward, ring cost), each LLM block's
 //     cp K/V all-gather (and its reduce-scatter backward), and a pp message per stage boundary and microbatch;
 //   plus the part of the gradient all-reduce over dp x cp that the last backward does not hide.
-// Where a CPU node's ranks share fewer cores (cluster.cores_per_node), a rank idle in the bubble lends its core:
-// the pipeline takes its ranks' mean busy time, or its simulated makespan at a whole core's rate if that is longer.
+// Where the ranks of a one-node CPU job share fewer cores (cluster.cores_per_node), a rank idle in the bubble lends
+// its core: the pipeline takes its ranks' mean compute time, or its simulated makespan at a whole core's rate if
+// that is longer.
 // Memory per rank is the fullest rank's (RankMemoryBytes at the layout's tp, cp and micro-batch size, the
 // sharded optimizer's moments divided over dp). Groups are placed as the rank mesh places them (tp innermost, pp
 // outermost): a group inside a node uses the intra-node bandwidth, one that spans nodes the inter-node one.

@@ -291,6 +291,10 @@ TEST_CASE("layout cost: ranks sharing cores lend the pipeline's bubble to those 
   REQUIRE((one.rejected.empty() && one_own.rejected.empty()));
   CHECK(one_own.step_seconds == Approx(16 * per_sample / rate).epsilon(1e-9));
   CHECK(one.step_seconds == Approx(one_own.step_seconds / 2).epsilon(1e-9));
+  // 4 ranks on a node of 8 slots and 4 cores share nothing.
+  shared.push_back("cluster.gpus_per_node=8");
+  shared.push_back("cluster.cores_per_node=4");
+  CHECK(PredictLayout(Cluster(shared), pp4).step_seconds == Approx(many_own.step_seconds).epsilon(1e-12));
 }
 
 TEST_CASE("layout cost: the encoders are costed on the instances the data holds", "[layout]") {
