@@ -162,8 +162,9 @@ int main(int argc, char** argv) {
                 microbatches, static_cast<long long>(config.train.micro_batch_size), source.c_str(),
                 config.parallel.tp > 1 ? (", per rank of tp=" + std::to_string(config.parallel.tp)).c_str() : "");
     const std::vector<LayerMemory> memory =
-        EstimateLayerMemory(config.model, spec, config.data.seq_len, config.train.micro_batch_size, config.parallel.tp,
-                            config.parallel.sequence_parallel, EffectivePrecision(config.train), -1, loads);
+        EstimateLayerMemory(config.model, spec, config.data.seq_len / config.parallel.cp, config.train.micro_batch_size,
+                            config.parallel.tp, config.parallel.sequence_parallel, EffectivePrecision(config.train), -1,
+                            loads, config.parallel.cp);
     PipelinePlan aware;
     for (PlanMode mode : {PlanMode::kFrozenAware, PlanMode::kUniform, PlanMode::kColocated, PlanMode::kFrozenUnaware}) {
       try {

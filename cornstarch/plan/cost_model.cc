@@ -111,7 +111,7 @@ double EmbeddingBytes(const EncoderConfig& e, bool bf16, double& cast) {
 std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const ModelSpec& spec, int64_t seq_len,
                                              int64_t micro_batch_size, int64_t tp, bool sequence_parallel,
                                              Precision precision, double labelled_tokens,
-                                             const std::vector<InstanceLoad>& instances) {
+                                             const std::vector<InstanceLoad>& instances, int64_t cp) {
   std::vector<LayerMemory> out(spec.layers.size());
   const double b = static_cast<double>(micro_batch_size);
   const double t = static_cast<double>(tp);
@@ -120,12 +120,16 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
   // Per sample: the encoders' features the LLM embedding keeps as the source of the copy that places them, where
   // that source is a tensor of its own: in one process, features it widens to fp32 (bf16) or picks out of a packed
   // tower's rows; under sequence parallelism every encoder's, on one rank of the group (measured; the estimate is
-  // the fullest rank's); at tp > 1 without it, none.
+  // the fullest rank's); at tp > 1 without it, none. A cp rank picks its own tokens' share, in fp32.
   double placed_tokens = 0;
   for (int k = 0; k < static_cast<int>(model.encoders.size()); ++k) {
     const EncoderConfig& e = model.encoders[k];
     const InstanceLoad load = LoadOf(instances, k);
-    if (sequence_parallel || (tp == 1 && (bf16 || PackedTower(e)))) placed_tokens += load.Instances() * load.Tokens(e);
+    if (cp > 1) {
+      placed_tokens += load.Instances() * load.Tokens(e) / static_cast<double>(cp);
+    } else if (sequence_parallel || (tp == 1 && (bf16 || PackedTower(e)))) {
+      placed_tokens += load.Instances() * load.Tokens(e);
+    }
   }
   for (int c = 0; c < static_cast<int>(spec.chains.size()); ++c) {
     const ChainSpec& chain = spec.chains[c];
@@ -174,7 +178,10 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
             wide = bf16 ? 34 : 32;
             split = bf16 ? 10 * q + 8 * kv + 8 * ff + 4 * heads : 4 * (3 * q + 2 * kv + 4 * ff + heads);
           }
-          const double saved = tokens * (wide * whole + split / t);
+          // Context parallelism: the attention keeps its queries, keys, values, output and log-sum-exp at every
+          // position of the sequence (fp32; zeros where another rank's queries are), not only this rank's.
+          const double whole_sequence = 4 * tokens * static_cast<double>(cp - 1) * (2 * q + 2 * kv + heads) / t;
+          const double saved = tokens * (wide * whole + split / t) + whole_sequence;
           // The output, held by the next block's graph; not before the head, which keeps the labelled rows (under
           // sequence parallelism it normalises this rank's piece before gathering it).
           const double output = pos + 1 == last && !sequence_parallel ? 0 : 4 * tokens * whole;

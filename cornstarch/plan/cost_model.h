@@ -55,7 +55,10 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
 // The LM head holds per labelled row (`labelled_tokens` per sample; < 0: every token); an encoder's layers per
 // token of what the data holds (`instances` as for EstimateForwardFlops: instances per sample and their mean tokens;
 // empty: one config-sized instance). Per rank of a tensor-parallel group of `tp` ranks (encoders split only where
-// model.encoders.<name>.tp says; the fullest rank's where ranks differ).
+// model.encoders.<name>.tp says; the fullest rank's where ranks differ) and of a context-parallel group of `cp`
+// ranks, each with `seq_len` LLM tokens per sample (the sequence's 1/cp; measured at cp = 2 in
+// tests/context/cp_attention_test.cc): its towers run on whole samples, its attention keeps the whole sequence's
+// queries, keys, values, output and log-sum-exp (fp32), and its embedding the features it picks for its tokens.
 struct LayerMemory {
   double parameters = 0;
   double activation_bytes = 0;
@@ -66,7 +69,7 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
                                              int64_t micro_batch_size, int64_t tp = 1,
                                              bool sequence_parallel = false, Precision precision = Precision::kFp32,
                                              double labelled_tokens = -1,
-                                             const std::vector<InstanceLoad>& instances = {});
+                                             const std::vector<InstanceLoad>& instances = {}, int64_t cp = 1);
 
 // Applies the backward rule to per-layer forward costs.
 std::vector<LayerCost> FrozenAwareCosts(const ModelSpec& spec, const std::vector<double>& forward);

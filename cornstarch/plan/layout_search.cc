@@ -157,7 +157,7 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout, const std::ve
   // Gradients: summed over dp x cp once per step; overlapped, all but what outlasts the last microbatch's backward.
   const std::vector<LayerMemory> memory =
       EstimateLayerMemory(c.model, spec, llm_tokens, layout.micro_batch_size, layout.tp, layout.sequence_parallel,
-                          EffectivePrecision(c.train), -1, loads);
+                          EffectivePrecision(c.train), -1, loads, layout.cp);
   const std::vector<double> rank_bytes = RankMemoryBytes(plan, spec, memory);
   const int replicas = layout.dp * layout.cp;
   const double grad_elem = c.parallel.grad_reduce_dtype == FloatType::kBf16 ? 2.0 : 4.0;

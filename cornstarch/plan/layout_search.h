@@ -41,7 +41,7 @@ std::string Describe(const Layout& layout);
 struct LayoutCost {
   Layout layout;
   double step_seconds = 0;       // predicted
-  double pipeline_seconds = 0;   // the simulated pipeline, communication inside it included
+  double pipeline_seconds = 0;   // the simulated pipeline with its communication (sharing cores: see above)
   double dp_exposed_seconds = 0; // the gradient all-reduce's share that backward does not hide
   double bubble = 0;             // idle share of the pipeline
   double memory_bytes = 0;       // per rank, the fullest rank's

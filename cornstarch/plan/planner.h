@@ -62,7 +62,8 @@ std::vector<LayerCost> MicrobatchCosts(const Config& config, const ModelSpec& sp
 
 // Frozen-aware costs of one microbatch from `seconds`, each layer's profiled forward (train/profiler.h, which runs
 // one config-sized instance per sample of each encoder), scaled to what the data holds by the FLOP estimate's ratio
-// of `loads` to that nominal load: the profile gives each layer's rate, the data its work.
+// of `loads` to that nominal load: the profile gives each layer's rate, the data its work (its fixed costs, such as
+// op dispatch, scale with it too: an over-estimate for several small instances in one call).
 std::vector<LayerCost> ProfiledCosts(const Config& config, const ModelSpec& spec, std::vector<double> seconds,
                                      const std::vector<InstanceLoad>& loads);
 

@@ -2,17 +2,23 @@
 // multimodal layouts and q/k/v (same seed), runs the whole-sequence kernel as the reference, then the
 // distributed one on its share; outputs and the gradients of q, k, v must equal the reference's rows of this
 // rank's tokens for all three splits. Tolerance: 1e-5 absolute + 1e-4 relative (dK/dV sums run in another
-// order; everything else is the same arithmetic).
+// order; everything else is the same arithmetic). And what a cp rank's layers hold, against the planner's estimate.
 #include <torch/torch.h>
 
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "cornstarch/model/bitfield_attention.h"
-#include "cornstarch/plan/bitfield_mask.h"
-#include "cornstarch/model/cp_attention.h"
+#include "cornstarch/data/batch.h"
+#include "cornstarch/data/cp_layout.h"
+#include "cornstarch/data/synthetic_dataset.h"
 #include "cornstarch/dist/launch_env.h"
 #include "cornstarch/dist/mpi_communicator.h"
+#include "cornstarch/model/bitfield_attention.h"
+#include "cornstarch/model/cp_attention.h"
+#include "cornstarch/model/multimodal_model.h"
+#include "cornstarch/plan/bitfield_mask.h"
+#include "cornstarch/plan/cost_model.h"
+#include "tests/model/held_per_layer.h"
 
 using namespace cornstarch;
 
@@ -69,6 +75,37 @@ TEST_CASE("CP attention forward and backward equal the single-rank kernel for ev
       // Every token is held by exactly one rank.
       const torch::Tensor all = std::get<0>(layout.tokens.permute({1, 0, 2}).reshape({B, n}).sort(1));
       CHECK(torch::equal(all, torch::arange(n).expand({B, n})));
+    }
+  }
+}
+
+TEST_CASE("each layer of a cp rank holds what the planner estimates", "[cp][memory]") {
+  // Every cp rank runs the towers on the whole microbatch and the LLM on its share of the tokens (its ShardBatch),
+  // attention gathering the others' K and V. Against EstimateLayerMemory at seq_len / cp tokens, the fullest
+  // rank's, within 5% per layer (16 KiB for the allocator's bookkeeping), fp32 and bf16.
+  auto world = MakeMpiWorldCommunicator(120);
+  const int cp = world->size(), rank = world->rank();
+  for (const std::string precision : {"fp32", "bf16"}) {
+    const Config cfg = MemoryTestConfig(precision, {"parallel.cp=" + std::to_string(cp)});
+    const ModelSpec spec = BuildModelSpec(cfg.model);
+    MultimodalModel model = TpSlice(cfg.model, 1, TpShard{});
+    SyntheticDataset data(cfg.model, cfg.data, 1);
+    const Batch whole = data.Get(0, 1);
+    const Batch batch = ShardBatch(
+        whole, PlanCpLayout(whole.mask_words, cp, cfg.parallel.cp_block, cfg.parallel.cp_split), rank);
+    const Precision p = EffectivePrecision(cfg.train);
+    const std::vector<double> held = HeldPerLayer(model, batch, nullptr, p, /*llm_stand_in=*/false, world.get());
+    torch::Tensor fullest = torch::tensor(held, torch::kDouble);
+    world->AllReduce(fullest, ReduceOp::kMax);
+    torch::Tensor labelled = batch.labels.ne(-100).sum().to(torch::kDouble).reshape({1});
+    world->AllReduce(labelled, ReduceOp::kMax);
+    const std::vector<LayerMemory> memory = EstimateLayerMemory(
+        cfg.model, spec, cfg.data.seq_len / cp, 1, 1, false, p, labelled.item<double>(), {}, cp);
+    for (size_t i = 0; i < spec.layers.size(); ++i) {
+      const double most = fullest[static_cast<int64_t>(i)].item<double>();
+      INFO("cp " << cp << " rank " << rank << ", " << precision << ", " << spec.layers[i].name << ": held "
+                 << held[i] << " bytes (the fullest rank " << most << "), estimated " << memory[i].activation_bytes);
+      CHECK(std::abs(most - memory[i].activation_bytes) <= std::max(0.05 * most, 16384.0));
     }
   }
 }

@@ -87,7 +87,7 @@ double HeldBytes() {
 }
 
 std::vector<double> HeldPerLayer(MultimodalModel& model, const Batch& batch, Communicator* tp, Precision precision,
-                                 bool llm_stand_in) {
+                                 bool llm_stand_in, Communicator* cp) {
   const ModelSpec& spec = model.spec();
   const int head = spec.chains[spec.llm_chain()].end - 1;
   std::vector<double> held(spec.layers.size(), 0.0);
@@ -95,6 +95,7 @@ std::vector<double> HeldPerLayer(MultimodalModel& model, const Batch& batch, Com
     std::fill(held.begin(), held.end(), 0.0);
     ForwardContext ctx = model.MakeContext(batch);
     ctx.tp_group = tp;
+    ctx.cp_group = cp;
     for (int c = 0; c <= spec.llm_chain(); ++c) {
       const bool llm = c == spec.llm_chain();
       torch::Tensor x = llm ? torch::Tensor() : batch.modalities[c].inputs;  // this loop's: the last output
