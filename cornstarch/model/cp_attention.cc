@@ -15,6 +15,11 @@ torch::Tensor Expand(const torch::Tensor& index, const torch::Tensor& like) {
   return index.unsqueeze(1).unsqueeze(3).expand({like.size(0), like.size(1), index.size(1), like.size(3)});
 }
 
+// `index` [B, L] -> [B, H, L] along the rows of a [B, H, L] tensor (the log-sum-exp's).
+torch::Tensor ExpandRows(const torch::Tensor& index, const torch::Tensor& like) {
+  return index.unsqueeze(1).expand({like.size(0), like.size(1), index.size(1)});
+}
+
 // The full-sequence tensor with `pieces[r]` ([B, H, L, D]) scattered to rank r's tokens.
 torch::Tensor Place(const torch::Tensor& pieces, const torch::Tensor& tokens, int64_t seq_len) {
   const torch::Tensor first = pieces[0];
@@ -74,22 +79,31 @@ class CpAttentionFunction : public torch::autograd::Function<CpAttentionFunction
     const torch::Tensor kv = AllGatherKv(k, v, *comm);
     const torch::Tensor k_full = Place(kv.select(1, 0), tokens, n), v_full = Place(kv.select(1, 1), tokens, n);
     auto [out, lse] = BitfieldAttentionForward(q_full, k_full, v_full, words, LocalQueryTiles(mine, n));
-    ctx->save_for_backward({q_full, k_full, v_full, words, out, lse, tokens});
+    const torch::Tensor out_mine = out.gather(2, Expand(mine, q));
+    // Queries, output and log-sum-exp are kept at this rank's positions only and placed again in backward: the
+    // other positions' queries are zeros and their output rows meet a zero gradient, so they add nothing to dK and
+    // dV, and keeping them whole would hold (cp - 1) / cp of the sequence twice over in every block (measured).
+    ctx->save_for_backward({q, k_full, v_full, words, out_mine, lse.gather(2, ExpandRows(mine, lse)), tokens});
     // The communicator belongs to the DistRuntime, which outlives every step's backward.
     ctx->saved_data["comm"] = reinterpret_cast<int64_t>(comm);
-    return out.gather(2, Expand(mine, q));
+    return out_mine;
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     const auto s = ctx->get_saved_variables();
-    const torch::Tensor &q_full = s[0], &k_full = s[1], &v_full = s[2], &words = s[3], &out = s[4], &lse = s[5];
+    const torch::Tensor &q = s[0], &k_full = s[1], &v_full = s[2], &words = s[3], &out_mine = s[4], &lse_mine = s[5];
     const torch::Tensor& tokens = s[6];
     auto* comm = reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
     const torch::Tensor mine = tokens[comm->rank()];
     const int64_t n = words.size(1);
-    torch::Tensor dout = torch::zeros_like(out);
-    dout.scatter_(2, Expand(mine, grads[0]), grads[0]);
+    const auto whole = [&](const torch::Tensor& rows) {  // this rank's rows at their positions, zeros elsewhere
+      std::vector<int64_t> shape = rows.sizes().vec();
+      shape[2] = n;
+      const torch::Tensor index = rows.dim() == 4 ? Expand(mine, rows) : ExpandRows(mine, rows);
+      return torch::zeros(shape, rows.options()).scatter_(2, index, rows);
+    };
+    const torch::Tensor q_full = whole(q), out = whole(out_mine), lse = whole(lse_mine), dout = whole(grads[0]);
     auto [dq, dk, dv] = BitfieldAttentionBackward(q_full, k_full, v_full, words, out, lse, dout,
                                                   LocalQueryTiles(mine, n));
     auto [dk_mine, dv_mine] = ReduceScatterKv(dk, dv, tokens, *comm);

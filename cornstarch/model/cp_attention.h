@@ -6,7 +6,8 @@
 // chose: under a multimodal mask a rank's queries need keys from everywhere, and gathering once computes every
 // allowed pair exactly once with no per-round bookkeeping; K and V travel together in one all-gather. Backward:
 // each rank computes dQ for its rows and dK, dV for every key its queries saw; one reduce-scatter sums dK and dV
-// over the group and leaves each rank its own rows.
+// over the group and leaves each rank its own rows. Kept for backward: the gathered K and V, and this rank's rows
+// only of the queries, output and log-sum-exp.
 #pragma once
 
 #include <torch/types.h>

@@ -178,9 +178,9 @@ std::vector<LayerMemory> EstimateLayerMemory(const ModelConfig& model, const Mod
             wide = bf16 ? 34 : 32;
             split = bf16 ? 10 * q + 8 * kv + 8 * ff + 4 * heads : 4 * (3 * q + 2 * kv + 4 * ff + heads);
           }
-          // Context parallelism: the attention keeps its queries, keys, values, output and log-sum-exp at every
-          // position of the sequence (fp32; zeros where another rank's queries are), not only this rank's.
-          const double whole_sequence = 4 * tokens * static_cast<double>(cp - 1) * (2 * q + 2 * kv + heads) / t;
+          // Context parallelism: the attention keeps the keys and values of the whole sequence (fp32), gathered
+          // from the other ranks, besides its own.
+          const double whole_sequence = 4 * tokens * static_cast<double>(cp - 1) * 2 * kv / t;
           const double saved = tokens * (wide * whole + split / t) + whole_sequence;
           // The output, held by the next block's graph; not before the head, which keeps the labelled rows (under
           // sequence parallelism it normalises this rank's piece before gathering it).

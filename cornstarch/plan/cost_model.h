@@ -58,7 +58,7 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
 // model.encoders.<name>.tp says; the fullest rank's where ranks differ) and of a context-parallel group of `cp`
 // ranks, each with `seq_len` LLM tokens per sample (the sequence's 1/cp; measured at cp = 2 in
 // tests/context/cp_attention_test.cc): its towers run on whole samples, its attention keeps the whole sequence's
-// queries, keys, values, output and log-sum-exp (fp32), and its embedding the features it picks for its tokens.
+// keys and values (fp32), and its embedding the features it picks for its tokens.
 struct LayerMemory {
   double parameters = 0;
   double activation_bytes = 0;
