@@ -154,13 +154,16 @@ int main(int argc, char** argv) {
       costs = ProfiledCosts(config, spec, ProfileForwardSeconds(config), loads);
       ms = 1e3;
     }
-    costs = PerTpRank(config.model, spec, costs, config.parallel.tp);
+    costs = PerRank(config.model, spec, costs, config.parallel.tp, config.parallel.cp);
     const std::string source =
         profile ? "profiled on this machine, scaled to what the data holds"
                 : "from a FLOP estimate at " + std::to_string(std::lround(gflops)) + " GFLOP/s per rank";
     std::printf("cornstarch-plan: %d pipeline ranks, %d microbatches of %lld sequences, costs %s%s\n", ranks,
                 microbatches, static_cast<long long>(config.train.micro_batch_size), source.c_str(),
-                config.parallel.tp > 1 ? (", per rank of tp=" + std::to_string(config.parallel.tp)).c_str() : "");
+                config.parallel.tp * config.parallel.cp > 1
+                    ? (", per rank of tp=" + std::to_string(config.parallel.tp) + " x cp=" +
+                       std::to_string(config.parallel.cp)).c_str()
+                    : "");
     const std::vector<LayerMemory> memory =
         EstimateLayerMemory(config.model, spec, config.data.seq_len / config.parallel.cp, config.train.micro_batch_size,
                             config.parallel.tp, config.parallel.sequence_parallel, EffectivePrecision(config.train), -1,

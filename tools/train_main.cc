@@ -78,13 +78,16 @@ cornstarch::Config AutoLayout(cornstarch::Config config, const cornstarch::Launc
     cornstarch::ConfigureTorchRuntime(config.train.num_threads, env.local_world_size);  // as training will run
     cornstarch::ParallelConfig world;
     world.dp = ranks;
+    world.timeout_seconds = config.parallel.timeout_seconds;
     cornstarch::DistRuntime probe(world, env, argc, argv);
     config.cluster = cornstarch::MeasureCpuCluster(probe.world(), env.local_world_size, config.cluster);
     const cornstarch::ClusterConfig& k = config.cluster;
     if (log) {
-      spdlog::info("parallel.auto: this machine measured: fp32 GEMM {:.1f} GFLOP/s per rank, all-reduce {:.2f} GB/s, "
-                   "latency {:.0f} us, {} ranks per node{}", k.tflops * 1e3, k.intra_node_gbps, k.latency_us,
-                   k.gpus_per_node,
+      const std::string network = ranks > 1 ? fmt::format("all-reduce {:.2f} GB/s, latency {:.0f} us, ",
+                                                          k.intra_node_gbps, k.latency_us)
+                                            : "";
+      spdlog::info("parallel.auto: this machine measured: fp32 GEMM {:.1f} GFLOP/s per rank, {}{} ranks per node{}",
+                   k.tflops * 1e3, network, k.gpus_per_node,
                    k.cores_per_node > 0 ? " sharing " + std::to_string(k.cores_per_node) + " cores" : "");
     }
   }

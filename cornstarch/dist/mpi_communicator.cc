@@ -318,7 +318,7 @@ void InitMpi(int* argc, char*** argv) {
   // More ranks on this node than cores (a CPU run under --oversubscribe): Open MPI's progress loop spins unless
   // told to yield, and a rank waiting in a collective then takes the core from one still computing. Measured with
   // bench/layout_bench, 4 ranks on 2 cores: the all-dp step 1.47 s spinning, 0.68 s yielding. A setting the user
-  // made in the environment or with --mca wins. (Open MPI's launcher says the node's ranks; others need no hint.)
+  // made in the environment or with --mca wins. (Only Open MPI's launcher is read for the node's ranks.)
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const unsigned cores = std::thread::hardware_concurrency();
   if (local != nullptr && cores > 0 && std::strtol(local, nullptr, 10) > static_cast<long>(cores)) {

@@ -80,9 +80,11 @@ class CpAttentionFunction : public torch::autograd::Function<CpAttentionFunction
     const torch::Tensor k_full = Place(kv.select(1, 0), tokens, n), v_full = Place(kv.select(1, 1), tokens, n);
     auto [out, lse] = BitfieldAttentionForward(q_full, k_full, v_full, words, LocalQueryTiles(mine, n));
     const torch::Tensor out_mine = out.gather(2, Expand(mine, q));
-    // Queries, output and log-sum-exp are kept at this rank's positions only and placed again in backward: the
-    // other positions' queries are zeros and their output rows meet a zero gradient, so they add nothing to dK and
-    // dV, and keeping them whole would hold (cp - 1) / cp of the sequence twice over in every block (measured).
+    // Queries, output and log-sum-exp are kept at this rank's positions only and placed again in backward, with
+    // zeros elsewhere: in a kernel tile shared with another rank, that rank's rows then have q = 0 and lse = 0, so
+    // a finite P (1 where allowed), and a zero output gradient, so D = 0 and dS = 0: they add nothing to dK and dV
+    // (a kernel that adds a bias or dropout would break this). Keeping them whole would hold (cp - 1) / cp of the
+    // sequence twice over in every block (measured).
     ctx->save_for_backward({q, k_full, v_full, words, out_mine, lse.gather(2, ExpandRows(mine, lse)), tokens});
     // The communicator belongs to the DistRuntime, which outlives every step's backward.
     ctx->saved_data["comm"] = reinterpret_cast<int64_t>(comm);

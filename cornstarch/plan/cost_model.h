@@ -56,7 +56,7 @@ std::vector<double> EstimateForwardFlops(const ModelConfig& model, const ModelSp
 // token of what the data holds (`instances` as for EstimateForwardFlops: instances per sample and their mean tokens;
 // empty: one config-sized instance). Per rank of a tensor-parallel group of `tp` ranks (encoders split only where
 // model.encoders.<name>.tp says; the fullest rank's where ranks differ) and of a context-parallel group of `cp`
-// ranks, each with `seq_len` LLM tokens per sample (the sequence's 1/cp; measured at cp = 2 in
+// ranks, each with `seq_len` LLM tokens per sample (the sequence's 1/cp; measured at cp = 2 and 4 in
 // tests/context/cp_attention_test.cc): its towers run on whole samples, its attention keeps the whole sequence's
 // keys and values (fp32), and its embedding the features it picks for its tokens.
 struct LayerMemory {

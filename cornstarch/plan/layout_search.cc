@@ -91,16 +91,15 @@ LayoutCost PredictLayout(const Config& base, const Layout& layout, const std::ve
   const double elem = EffectivePrecision(c.train) == Precision::kBf16 ? 2.0 : 4.0;
   const int64_t llm_tokens = c.data.seq_len / layout.cp;  // per cp rank
 
-  // Per-rank layer times: a microbatch's FLOPs (the LLM's over cp) at the sustained rate, split over tp as
-  // PerTpRank does.
+  // Per-rank layer times: a microbatch's FLOPs at the sustained rate, split over tp and cp as the run's plan
+  // splits them (PerRank).
   std::vector<LayerCost> costs = MicrobatchCosts(c, spec, loads);
-  const ChainSpec& llm = spec.chains[spec.llm_chain()];
-  for (size_t l = 0; l < costs.size(); ++l) {
-    const double seconds = 1 / (rate * (static_cast<int>(l) >= llm.begin ? layout.cp : 1));
-    costs[l].forward *= seconds;
-    costs[l].backward *= seconds;
+  for (LayerCost& x : costs) {
+    x.forward /= rate;
+    x.backward /= rate;
   }
-  costs = PerTpRank(c.model, spec, costs, layout.tp);
+  costs = PerRank(c.model, spec, costs, layout.tp, layout.cp);
+  const ChainSpec& llm = spec.chains[spec.llm_chain()];
   const double tp_gbps = gbps(layout.tp), cp_gbps = gbps(layout.tp * layout.cp);
   const double overhead = k.layer_overhead_us * 1e-6;
   for (int l = 0; l < static_cast<int>(spec.layers.size()); ++l) {

@@ -236,12 +236,13 @@ bool SplitOverTp(const ModelConfig& model, const ModelSpec& spec, int layer) {
   return model.encoders[c].tp && layer != chain.begin && layer != chain.end - 2;
 }
 
-std::vector<LayerCost> PerTpRank(const ModelConfig& model, const ModelSpec& spec, std::vector<LayerCost> costs,
-                                 int64_t tp) {
+std::vector<LayerCost> PerRank(const ModelConfig& model, const ModelSpec& spec, std::vector<LayerCost> costs,
+                               int64_t tp, int64_t cp) {
   for (int l = 0; l < static_cast<int>(costs.size()); ++l) {
-    if (!SplitOverTp(model, spec, l)) continue;
-    costs[l].forward /= static_cast<double>(tp);
-    costs[l].backward /= static_cast<double>(tp);
+    const double share = (SplitOverTp(model, spec, l) ? static_cast<double>(tp) : 1.0) *
+                         (spec.layers[l].chain == spec.llm_chain() ? static_cast<double>(cp) : 1.0);
+    costs[l].forward /= share;
+    costs[l].backward /= share;
   }
   return costs;
 }
@@ -249,9 +250,9 @@ std::vector<LayerCost> PerTpRank(const ModelConfig& model, const ModelSpec& spec
 PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const std::vector<LayerCost>& costs) {
   const int pp = static_cast<int>(config.parallel.pp);
   const PlanMode mode = pp == 1 ? PlanMode::kColocated : config.parallel.pipeline;
-  PipelinePlan plan = PlanPipeline(spec, PerTpRank(config.model, spec, costs, config.parallel.tp), pp,
-                                   MicrobatchesPerStep(config), mode, 0.0,
-                                   static_cast<int>(config.parallel.virtual_stages));
+  const ParallelConfig& p = config.parallel;
+  PipelinePlan plan = PlanPipeline(spec, PerRank(config.model, spec, costs, p.tp, p.cp), pp,
+                                   MicrobatchesPerStep(config), mode, 0.0, static_cast<int>(p.virtual_stages));
   if (!config.parallel.schedule_file.empty()) {
     // The placement was chosen under 1F1B; the file replaces the order the stages run it in.
     plan.schedule = LoadScheduleFile(config.parallel.schedule_file, plan.graph, MicrobatchesPerStep(config));

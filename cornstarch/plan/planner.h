@@ -71,15 +71,16 @@ std::vector<LayerCost> ProfiledCosts(const Config& config, const ModelSpec& spec
 // model.encoders.<name>.tp.
 bool SplitOverTp(const ModelConfig& model, const ModelSpec& spec, int layer);
 
-// What each rank of a tensor-parallel group of `tp` spends on each layer: the LLM's layers, and the blocks and
-// projector of each tower with model.encoders.<name>.tp, are split over the group; the rest runs whole on every
-// rank. Compute only: placement balances it, and the whole-layout cost model (plan/layout_search.h) adds the tp
-// collectives on top.
-std::vector<LayerCost> PerTpRank(const ModelConfig& model, const ModelSpec& spec, std::vector<LayerCost> costs,
-                                 int64_t tp);
+// What each rank of a tensor-parallel group of `tp` and a context-parallel group of `cp` spends on each layer: the
+// LLM's layers, and the blocks and projector of each tower with model.encoders.<name>.tp, are split over the tp
+// group; the LLM's layers also over the cp group, each of whose ranks holds 1/cp of the tokens (balanced in
+// attention work), while every cp rank runs the towers on whole samples. Compute only: placement balances it, and
+// the whole-layout cost model (plan/layout_search.h) adds the tp and cp collectives on top.
+std::vector<LayerCost> PerRank(const ModelConfig& model, const ModelSpec& spec, std::vector<LayerCost> costs,
+                               int64_t tp, int64_t cp);
 
 // The plan a run executes: parallel.pp ranks (parallel.virtual_stages LLM stages each under the interleaved
-// schedule) placed as parallel.pipeline says on PerTpRank of `costs` (one microbatch's, of the whole layers);
+// schedule) placed as parallel.pipeline says on PerRank of `costs` (one microbatch's, of the whole layers);
 // pp = 1 is one stage holding every layer, whatever the mode.
 PipelinePlan PlanFromConfig(const Config& config, const ModelSpec& spec, const std::vector<LayerCost>& costs);
 

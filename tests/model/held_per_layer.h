@@ -33,11 +33,10 @@ double HeldBytes();
 
 // Runs every layer of `model` in order on `batch` (under CPU autocast in bf16; the LM head as the fused loss, its
 // output the summed loss), in the tp group `tp` and the cp group `cp` (null: none; a cp rank's batch is its
-// ShardBatch), twice: the first warms up what is made once (RoPE
-// tables, thread pools, the collectives' buffers); returns the second's bytes per layer. With `llm_stand_in` the
-// LLM's embedding and head, which a tp slice can run only in its group, are not run (their entries are 0): the
-// blocks start from a random stand-in for the embedding's output, and the last block's output counts as let go,
-// as the head keeps only the labelled rows of its input.
+// ShardBatch), twice: the first warms up what is made once (RoPE tables, thread pools, the collectives' buffers);
+// returns the second's bytes per layer. With `llm_stand_in` the LLM's embedding and head, which a tp slice can run only
+// in its group, are not run (their entries are 0): the blocks start from a random stand-in for the embedding's output,
+// and the last block's output counts as let go, as the head keeps only the labelled rows of its input.
 std::vector<double> HeldPerLayer(MultimodalModel& model, const Batch& batch, Communicator* tp, Precision precision,
                                  bool llm_stand_in, Communicator* cp = nullptr);
 

@@ -339,6 +339,27 @@ TEST_CASE("layout cost: the encoders are costed on the instances the data holds"
   }
 }
 
+TEST_CASE("the run's plan splits the LLM's layers over cp; every cp rank runs the towers whole", "[planner]") {
+  // A cp rank holds 1/cp of each sequence's tokens but encodes every image of its samples: placed on the costs
+  // it runs, the stages' forward adds up to the towers' whole and the LLM's over cp.
+  for (const int cp : {1, 2, 4}) {
+    const Config c = ParseConfig("", "test.yaml",
+                                 {"model.encoders.vision.type=vision", "model.encoders.vision.num_layers=24",
+                                  "model.encoders.vision.frozen=true", "model.llm.num_layers=8", "data.seq_len=128",
+                                  "parallel.pp=2", "parallel.cp=" + std::to_string(cp), "parallel.cp_block=32"});
+    const ModelSpec spec = BuildModelSpec(c.model);
+    const std::vector<LayerCost> costs = Costs(c, spec);
+    double want = 0;
+    for (size_t l = 0; l < costs.size(); ++l) {
+      want += costs[l].forward / (spec.layers[l].chain == spec.llm_chain() ? cp : 1);
+    }
+    double got = 0;
+    for (const StagePlan& s : PlanFromConfig(c, spec, costs).stages) got += s.forward;
+    INFO("cp " << cp);
+    CHECK(got == Approx(want).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("profiled costs: each layer's measured rate times the work the data gives it", "[planner]") {
   // The profile ran one config-sized instance per sample of each encoder; here the data holds three images per
   // sample and one audio clip: the tower's layers take three times their profiled time, the rest theirs.
