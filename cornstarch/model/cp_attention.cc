@@ -20,6 +20,15 @@ torch::Tensor ExpandRows(const torch::Tensor& index, const torch::Tensor& like) 
   return index.unsqueeze(1).expand({like.size(0), like.size(1), index.size(1)});
 }
 
+// `rows` ([B, H, L, D], or [B, H, L] for the log-sum-exp) at this rank's positions `mine` [B, L] of a sequence of
+// `seq_len`, zeros elsewhere.
+torch::Tensor PlaceRows(const torch::Tensor& rows, const torch::Tensor& mine, int64_t seq_len) {
+  std::vector<int64_t> shape = rows.sizes().vec();
+  shape[2] = seq_len;
+  const torch::Tensor index = rows.dim() == 4 ? Expand(mine, rows) : ExpandRows(mine, rows);
+  return torch::zeros(shape, rows.options()).scatter_(2, index, rows);
+}
+
 // The full-sequence tensor with `pieces[r]` ([B, H, L, D]) scattered to rank r's tokens.
 torch::Tensor Place(const torch::Tensor& pieces, const torch::Tensor& tokens, int64_t seq_len) {
   const torch::Tensor first = pieces[0];
@@ -74,8 +83,7 @@ class CpAttentionFunction : public torch::autograd::Function<CpAttentionFunction
     const int rank = comm->rank();
     const int64_t n = words.size(1);
     const torch::Tensor mine = tokens[rank];
-    torch::Tensor q_full = torch::zeros({q.size(0), q.size(1), n, q.size(3)}, q.options());
-    q_full.scatter_(2, Expand(mine, q), q);
+    const torch::Tensor q_full = PlaceRows(q, mine, n);
     const torch::Tensor kv = AllGatherKv(k, v, *comm);
     const torch::Tensor k_full = Place(kv.select(1, 0), tokens, n), v_full = Place(kv.select(1, 1), tokens, n);
     auto [out, lse] = BitfieldAttentionForward(q_full, k_full, v_full, words, LocalQueryTiles(mine, n));
@@ -99,13 +107,8 @@ class CpAttentionFunction : public torch::autograd::Function<CpAttentionFunction
     auto* comm = reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
     const torch::Tensor mine = tokens[comm->rank()];
     const int64_t n = words.size(1);
-    const auto whole = [&](const torch::Tensor& rows) {  // this rank's rows at their positions, zeros elsewhere
-      std::vector<int64_t> shape = rows.sizes().vec();
-      shape[2] = n;
-      const torch::Tensor index = rows.dim() == 4 ? Expand(mine, rows) : ExpandRows(mine, rows);
-      return torch::zeros(shape, rows.options()).scatter_(2, index, rows);
-    };
-    const torch::Tensor q_full = whole(q), out = whole(out_mine), lse = whole(lse_mine), dout = whole(grads[0]);
+    const torch::Tensor q_full = PlaceRows(q, mine, n), out = PlaceRows(out_mine, mine, n);
+    const torch::Tensor lse = PlaceRows(lse_mine, mine, n), dout = PlaceRows(grads[0], mine, n);
     auto [dq, dk, dv] = BitfieldAttentionBackward(q_full, k_full, v_full, words, out, lse, dout,
                                                   LocalQueryTiles(mine, n));
     auto [dk_mine, dv_mine] = ReduceScatterKv(dk, dv, tokens, *comm);
